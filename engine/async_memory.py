@@ -1,0 +1,103 @@
+"""``AsyncMemory``: the asyncio face of ``Memory``. Each call runs the same synchronous
+implementation in a worker thread, so the event loop never blocks on a model or the store.
+
+>>> import asyncio
+>>> from tiermem import AsyncMemory, TiermemConfig
+>>> async def demo() -> int:
+...     async with AsyncMemory(TiermemConfig.for_tests()) as memory:
+...         result = await memory.add("I started learning the cello.", user_id="bo")
+...         return len(result.entries)
+>>> asyncio.run(demo())
+1
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from pathlib import Path
+from types import TracebackType
+
+from tiermem.clock import Clock
+from tiermem.components import Components
+from tiermem.config import TiermemConfig
+from tiermem.memory import ForgetReport, Memory
+from tiermem.types import AddResult, AnswerResult, AuditEvent, MemoryEntry, SearchFilters, SearchHit
+from tiermem.validation import MessageLike
+
+
+class AsyncMemory:
+    """Same methods, same arguments, same results as ``Memory``, awaited."""
+
+    def __init__(
+        self,
+        config: TiermemConfig,
+        *,
+        clock: Clock | None = None,
+        components: Components | None = None,
+    ) -> None:
+        self.sync = Memory(config, clock=clock, components=components)
+
+    @classmethod
+    def from_defaults(
+        cls, data_dir: str | Path | None = None, *, clock: Clock | None = None
+    ) -> AsyncMemory:
+        memory = cls.__new__(cls)
+        memory.sync = Memory.from_defaults(data_dir, clock=clock)
+        return memory
+
+    async def add(
+        self,
+        messages: MessageLike | Iterable[MessageLike],
+        user_id: str,
+        session_id: str | None = None,
+    ) -> AddResult:
+        return await asyncio.to_thread(self.sync.add, messages, user_id, session_id)
+
+    async def search(
+        self, query: str, user_id: str, k: int | None = None, filters: SearchFilters | None = None
+    ) -> list[SearchHit]:
+        return await asyncio.to_thread(self.sync.search, query, user_id, k, filters)
+
+    async def answer(
+        self,
+        query: str,
+        user_id: str,
+        session_id: str | None = None,
+        filters: SearchFilters | None = None,
+    ) -> AnswerResult:
+        return await asyncio.to_thread(self.sync.answer, query, user_id, session_id, filters)
+
+    async def get(self, memory_id: str, user_id: str) -> MemoryEntry:
+        return await asyncio.to_thread(self.sync.get, memory_id, user_id)
+
+    async def get_all(
+        self, user_id: str, filters: SearchFilters | None = None
+    ) -> list[MemoryEntry]:
+        return await asyncio.to_thread(self.sync.get_all, user_id, filters)
+
+    async def update(self, memory_id: str, text: str, user_id: str) -> MemoryEntry:
+        return await asyncio.to_thread(self.sync.update, memory_id, text, user_id)
+
+    async def delete(self, memory_id: str, user_id: str) -> None:
+        await asyncio.to_thread(self.sync.delete, memory_id, user_id)
+
+    async def history(self, memory_id: str, user_id: str) -> list[AuditEvent]:
+        return await asyncio.to_thread(self.sync.history, memory_id, user_id)
+
+    async def forget_user(self, user_id: str) -> ForgetReport:
+        return await asyncio.to_thread(self.sync.forget_user, user_id)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.sync.close)
+
+    async def __aenter__(self) -> AsyncMemory:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

@@ -1,0 +1,71 @@
+"""The ``tiermem`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+from tiermem.errors import TiermemError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tiermem", description="Tiered memory for LLM agents.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    demo = commands.add_parser("demo", help="ingest a two-user conversation, answer from memory")
+    demo.add_argument("--data-dir", type=Path, help="keep the memory here (default: temporary)")
+    demo.add_argument(
+        "--embedder",
+        choices=("sentence-transformers", "hash"),
+        default="sentence-transformers",
+        help="hash: model-free, for a quick look without loading MiniLM",
+    )
+
+    bench = commands.add_parser("bench", help="benchmarks, each beside a baseline")
+    suites = bench.add_subparsers(dest="suite", required=True)
+    mtm = suites.add_parser("mtm", help="add()/search() latency vs an exact in-memory store")
+    mtm.add_argument("--sizes", default="1000,10000", help="entries per user, comma-separated")
+    mtm.add_argument("--samples", type=int, default=200, help="timed calls per measurement")
+    mtm.add_argument(
+        "--embedder", choices=("sentence-transformers", "hash"), default="sentence-transformers"
+    )
+    mtm.add_argument("--out", type=Path, help="also write the results as JSON here")
+
+    config = commands.add_parser("config", help="print the configuration in effect")
+    config.add_argument("--config", type=Path, help="a TOML file")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    console = Console()
+    try:
+        if args.command == "demo":
+            from tiermem.demo import main as demo_main
+
+            demo_main(args.data_dir, args.embedder, console)
+        elif args.command == "bench":
+            from tiermem.bench.mtm import main as mtm_main
+
+            sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+            mtm_main(sizes, args.samples, args.embedder, args.out, console)
+        elif args.command == "config":
+            from tiermem.settings import load_config
+
+            console.print_json(load_config(args.config, os.environ).model_dump_json())
+    except TiermemError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

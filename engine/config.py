@@ -1,0 +1,141 @@
+"""Typed configuration. The library takes these objects; files and environment variables are
+read only at the edge (``tiermem.settings``, used by the CLI and the service).
+
+>>> cfg = TiermemConfig.for_data_dir("/tmp/tm-doc")
+>>> cfg.mtm.location, cfg.embedder.provider
+('path', 'sentence-transformers')
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from tiermem.errors import ConfigError
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class EmbedderConfig(_Section):
+    """Which embedder turns text into vectors."""
+
+    provider: str = "sentence-transformers"
+    model: str = "all-MiniLM-L6-v2"
+    dim: int = Field(default=384, gt=0)
+    batch_size: int = Field(default=64, gt=0)
+    device: str = "cpu"
+
+
+class MTMConfig(_Section):
+    """Where per-user episodic memory lives.
+
+    ``location``: ``path`` (embedded Qdrant under the data directory, the default),
+    ``memory`` (in-process, gone on close), ``url`` (a Qdrant server), or ``reference``
+    (the exact in-memory oracle store, for tests and baselines).
+    """
+
+    location: Literal["path", "memory", "url", "reference"] = "path"
+    path: Path | None = None
+    url: str | None = None
+    api_key: str | None = None
+    timeout_s: float = Field(default=10.0, gt=0)
+    collection_prefix: str = Field(default="tiermem_mtm_", pattern=r"^[a-z][a-z0-9_]{0,31}$")
+    capacity: int = Field(default=10_000, gt=0)
+
+    @model_validator(mode="after")
+    def _location_has_its_address(self) -> MTMConfig:
+        if self.location == "path" and self.path is None:
+            raise ValueError("mtm.location='path' needs mtm.path")
+        if self.location == "url" and not self.url:
+            raise ValueError("mtm.location='url' needs mtm.url")
+        return self
+
+
+class STMConfig(_Section):
+    """The working-memory window kept per (user, session)."""
+
+    max_tokens: int = Field(default=1024, gt=0)
+    max_turns: int = Field(default=32, gt=0)
+
+
+class SLMConfig(_Section):
+    """Small-model roles. ``none`` runs the model-free stages (one entry per turn)."""
+
+    backend: str = "none"
+    model: str | None = None
+
+
+class LTMConfig(_Section):
+    """Cross-user knowledge graph (offline consolidation)."""
+
+    enabled: bool = False
+    path: Path | None = None
+
+
+class GeneratorConfig(_Section):
+    """What writes ``answer()``'s text. ``extractive`` quotes the memories it used."""
+
+    kind: Literal["extractive"] = "extractive"
+    max_memories: int = Field(default=5, gt=0)
+
+
+class JournalConfig(_Section):
+    """The SQLite journal: the audit log and the source turns that MTM entries point to.
+    ``path=None`` keeps it in memory (tests)."""
+
+    path: Path | None = None
+
+
+class TiermemConfig(_Section):
+    """The whole configuration of one ``Memory``."""
+
+    data_dir: Path | None = None
+    embedder: EmbedderConfig = EmbedderConfig()
+    mtm: MTMConfig = MTMConfig(location="memory")
+    stm: STMConfig = STMConfig()
+    slm: SLMConfig = SLMConfig()
+    ltm: LTMConfig = LTMConfig()
+    generator: GeneratorConfig = GeneratorConfig()
+    journal: JournalConfig = JournalConfig()
+    default_k: int = Field(default=5, gt=0)
+
+    @classmethod
+    def for_data_dir(cls, data_dir: str | Path) -> TiermemConfig:
+        """The embedded default: Qdrant and the audit log on disk under ``data_dir``."""
+        root = Path(data_dir).expanduser()
+        return cls(
+            data_dir=root,
+            mtm=MTMConfig(location="path", path=root / "qdrant"),
+            journal=JournalConfig(path=root / "journal.sqlite3"),
+            ltm=LTMConfig(path=root / "ltm"),
+        )
+
+    @classmethod
+    def for_tests(cls, *, mtm_location: Literal["memory", "reference"] = "memory") -> TiermemConfig:
+        """Everything in memory with the deterministic hash embedder: no files, no model."""
+        return cls(
+            embedder=EmbedderConfig(provider="hash", model="hash-384"),
+            mtm=MTMConfig(location=mtm_location),
+        )
+
+
+def merge_overrides(config: TiermemConfig, overrides: dict[str, object]) -> TiermemConfig:
+    """Return ``config`` with nested ``overrides`` applied and validated again."""
+    data = config.model_dump()
+    _deep_update(data, overrides)
+    try:
+        return TiermemConfig.model_validate(data)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def _deep_update(target: dict[str, object], updates: dict[str, object]) -> None:
+    for key, value in updates.items():
+        current = target.get(key)
+        if isinstance(value, dict) and isinstance(current, dict):
+            _deep_update(current, value)
+        else:
+            target[key] = value

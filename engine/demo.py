@@ -1,0 +1,80 @@
+"""``tiermem demo``: ingest two users' conversations, then answer from memory, showing the
+memories used and the source turns they came from."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+from tiermem.config import TiermemConfig
+from tiermem.demo_data import DEMO_USERS, session_messages
+from tiermem.memory import Memory
+from tiermem.render import human_date
+
+
+def run_demo(config: TiermemConfig, console: Console) -> None:
+    """Ingest every demo session for every user, then ask each user's questions."""
+    started = time.perf_counter()
+    with Memory(config) as memory:
+        for user in DEMO_USERS:
+            written = skipped = 0
+            for session in user.sessions:
+                result = memory.add(
+                    session_messages(user, session), user.user_id, session.session_id
+                )
+                written += len(result.entries)
+                skipped += len(result.skipped_turn_ids)
+            console.print(
+                f"[bold]{user.user_id}[/]: {len(user.sessions)} sessions ingested, "
+                f"{written} new memories, {skipped} turns already known or skipped"
+            )
+        for user in DEMO_USERS:
+            for question in user.questions:
+                _show_answer(memory, user.user_id, question, console)
+    console.print(f"\ndemo finished in {time.perf_counter() - started:.1f} s")
+
+
+def _show_answer(memory: Memory, user_id: str, question: str, console: Console) -> None:
+    result = memory.answer(question, user_id)
+    console.rule(f"[bold]{user_id}[/] asks: {question}")
+    console.print(result.text, highlight=False)
+    console.print(f"[dim]context: {result.context_tokens} tokens, {len(result.hits)} memories[/]")
+    for hit in result.hits:
+        console.print(f"  [cyan]{hit.score:.3f}[/] memory {hit.entry.id[:8]} ({hit.entry.kind})")
+        for turn_id in hit.entry.source_turn_ids:
+            turn = result.source_turns.get(turn_id)
+            if turn is None:
+                console.print(f"      source {turn_id}: [red]missing from the journal[/]")
+                continue
+            console.print(
+                f"      source {turn_id} · {turn.session_id} · {human_date(turn.timestamp)} "
+                f"{turn.timestamp:%H:%M} · {turn.speaker}: {turn.content}",
+                highlight=False,
+            )
+
+
+def demo_config(data_dir: Path, embedder: str) -> TiermemConfig:
+    config = TiermemConfig.for_data_dir(data_dir)
+    if embedder == "hash":
+        config = config.model_copy(
+            update={"embedder": config.embedder.model_copy(update={"provider": "hash"})}
+        )
+    return config.model_copy(
+        update={"generator": config.generator.model_copy(update={"max_memories": 3})}
+    )
+
+
+def main(data_dir: Path | None, embedder: str, console: Console) -> None:
+    """Run the demo in ``data_dir``, or in a temporary directory removed afterwards."""
+    if data_dir is not None:
+        run_demo(demo_config(data_dir, embedder), console)
+        return
+    temp = Path(tempfile.mkdtemp(prefix="tiermem-demo-"))
+    try:
+        run_demo(demo_config(temp, embedder), console)
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)

@@ -1,0 +1,121 @@
+"""The exception hierarchy: every error tiermem raises on purpose is a ``TiermemError``.
+
+Input errors are raised before anything is stored; provider errors are translated at the
+boundary with ``raise ... from`` so callers never have to catch a Qdrant or torch exception.
+"""
+
+from __future__ import annotations
+
+
+class TiermemError(Exception):
+    """Root of every error raised by tiermem."""
+
+
+class InvalidInputError(TiermemError, ValueError):
+    """A caller passed something tiermem cannot accept. Nothing was stored."""
+
+
+class InvalidUserIdError(InvalidInputError):
+    """The user id is empty, too long, not a string, or holds control characters."""
+
+    def __init__(self, user_id: object, reason: str) -> None:
+        self.user_id = user_id
+        self.reason = reason
+        super().__init__(f"invalid user id {user_id!r}: {reason}")
+
+
+class InvalidSessionIdError(InvalidInputError):
+    """The session id is empty, too long, not a string, or holds control characters."""
+
+    def __init__(self, session_id: object, reason: str) -> None:
+        self.session_id = session_id
+        self.reason = reason
+        super().__init__(f"invalid session id {session_id!r}: {reason}")
+
+
+class EmptyMessagesError(InvalidInputError):
+    """``add()`` got no messages, or a message with no content."""
+
+
+class InvalidMessageError(InvalidInputError):
+    """A message could not be understood (wrong type, missing field, bad value)."""
+
+    def __init__(self, index: int, reason: str) -> None:
+        self.index = index
+        self.reason = reason
+        super().__init__(f"message {index}: {reason}")
+
+
+class UnknownRoleError(InvalidMessageError):
+    """A message's role is not one of ``user``, ``assistant``, ``system``."""
+
+    def __init__(self, index: int, role: object) -> None:
+        self.role = role
+        super().__init__(index, f"unknown role {role!r} (expected user, assistant or system)")
+
+
+class NaiveTimestampError(InvalidMessageError):
+    """A timestamp has no time zone; tiermem never guesses one."""
+
+    def __init__(self, index: int, value: object) -> None:
+        self.value = value
+        super().__init__(index, f"timestamp {value!r} has no time zone")
+
+
+class InvalidLimitError(InvalidInputError):
+    """A result limit such as ``k`` is not a positive integer."""
+
+    def __init__(self, name: str, value: object) -> None:
+        self.name = name
+        self.value = value
+        super().__init__(f"{name} must be a positive integer, got {value!r}")
+
+
+class InvalidQueryError(InvalidInputError):
+    """A query or memory text is empty or too long."""
+
+
+class InvalidFilterError(InvalidInputError):
+    """A search filter is inconsistent (for example ``since`` after ``until``)."""
+
+
+class MemoryNotFoundError(TiermemError, KeyError):
+    """No memory with this id exists for this user."""
+
+    def __init__(self, memory_id: str, user_id: str) -> None:
+        self.memory_id = memory_id
+        self.user_id = user_id
+        super().__init__(f"no memory {memory_id!r} for this user")
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0])
+
+
+class ConfigError(TiermemError):
+    """The configuration names something that does not exist or cannot work together."""
+
+
+class UnknownProviderError(ConfigError):
+    """A registry was asked for a provider name it does not know."""
+
+    def __init__(self, family: str, name: str, known: list[str]) -> None:
+        self.family = family
+        self.name = name
+        self.known = known
+        super().__init__(f"unknown {family} provider {name!r}; known: {', '.join(sorted(known))}")
+
+
+class StoreError(TiermemError):
+    """The vector store failed; the operation was rolled back where it had started."""
+
+
+class EmbedderError(TiermemError):
+    """The embedder failed or returned vectors of the wrong shape."""
+
+
+class AuditError(TiermemError):
+    """The audit log could not be written; the change it described was rolled back."""
+
+
+class ClosedError(TiermemError):
+    """The memory was used after ``close()``."""

@@ -1,0 +1,210 @@
+"""The SQLite journal: the audit log of every change to a memory, and the source turns that
+MTM entries point back to. Both live in one database so that one transaction covers a write.
+
+Deleted rows are overwritten on disk (``PRAGMA secure_delete``): ``forget_user`` leaves no
+readable trace of the user in the file.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from tiermem.errors import AuditError
+from tiermem.types import AuditEvent, AuditOp, Role, Turn
+
+SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS audit (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    at TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    memory_id TEXT NOT NULL,
+    op TEXT NOT NULL,
+    before TEXT,
+    after TEXT,
+    actor TEXT NOT NULL,
+    detail TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS audit_by_memory ON audit (user_id, memory_id, seq);
+CREATE TABLE IF NOT EXISTS turns (
+    user_id TEXT NOT NULL,
+    turn_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    role TEXT NOT NULL,
+    speaker TEXT NOT NULL,
+    content TEXT NOT NULL,
+    at TEXT NOT NULL,
+    PRIMARY KEY (user_id, turn_id)
+);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """An audit row about to be written."""
+
+    at: datetime
+    user_id: str
+    memory_id: str
+    op: AuditOp
+    before: str | None
+    after: str | None
+    actor: str
+    detail: dict[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetCounts:
+    audit_rows: int
+    turns: int
+
+
+class JournalWriter:
+    """Writes inside one open transaction; see ``Journal.transaction``."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def record(self, records: Sequence[AuditRecord]) -> None:
+        self._conn.executemany(
+            "INSERT INTO audit (at, user_id, memory_id, op, before, after, actor, detail)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    r.at.isoformat(),
+                    r.user_id,
+                    r.memory_id,
+                    r.op.value,
+                    r.before,
+                    r.after,
+                    r.actor,
+                    json.dumps(r.detail, sort_keys=True, default=str),
+                )
+                for r in records
+            ],
+        )
+
+    def save_turns(self, turns: Sequence[Turn]) -> None:
+        self._conn.executemany(
+            "INSERT OR IGNORE INTO turns (user_id, turn_id, session_id, role, speaker, content, at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    t.user_id,
+                    t.turn_id,
+                    t.session_id,
+                    t.role.value,
+                    t.speaker,
+                    t.content,
+                    t.timestamp.isoformat(),
+                )
+                for t in turns
+            ],
+        )
+
+
+class Journal:
+    """SQLite audit log and turn log. ``path=None`` keeps the database in memory."""
+
+    def __init__(self, path: Path | None) -> None:
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._conn = sqlite3.connect(
+                str(path) if path else ":memory:", check_same_thread=False, isolation_level=None
+            )
+            self._conn.execute("PRAGMA secure_delete = ON")
+            self._conn.execute("PRAGMA foreign_keys = ON")
+            self._conn.executescript(_SCHEMA)
+            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+            if version == 0:
+                self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            elif version != SCHEMA_VERSION:
+                raise AuditError(f"journal schema {version} is not {SCHEMA_VERSION}")
+        except sqlite3.Error as exc:
+            raise AuditError(f"cannot open the journal at {path}: {exc}") from exc
+        self._lock = threading.RLock()
+
+    @contextmanager
+    def transaction(self) -> Iterator[JournalWriter]:
+        """One atomic write. If the body raises, nothing it wrote stays; if the commit fails,
+        ``AuditError`` is raised and nothing stays either."""
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise AuditError(f"cannot start a journal transaction: {exc}") from exc
+            try:
+                yield JournalWriter(self._conn)
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            try:
+                self._commit()
+            except sqlite3.Error as exc:
+                self._conn.execute("ROLLBACK")
+                raise AuditError(f"journal commit failed: {exc}") from exc
+
+    def _commit(self) -> None:
+        self._conn.execute("COMMIT")
+
+    def history(self, user_id: str, memory_id: str) -> list[AuditEvent]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT seq, at, user_id, memory_id, op, before, after, actor, detail FROM audit"
+                " WHERE user_id = ? AND memory_id = ? ORDER BY seq",
+                (user_id, memory_id),
+            ).fetchall()
+        return [
+            AuditEvent(
+                seq,
+                datetime.fromisoformat(at),
+                uid,
+                mid,
+                AuditOp(op),
+                before,
+                after,
+                actor,
+                json.loads(detail),
+            )
+            for seq, at, uid, mid, op, before, after, actor, detail in rows
+        ]
+
+    def turns(self, user_id: str, turn_ids: Sequence[str]) -> dict[str, Turn]:
+        """The stored turns with these ids, for this user only."""
+        if not turn_ids:
+            return {}
+        marks = ",".join("?" * len(turn_ids))
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT turn_id, session_id, role, speaker, content, at FROM turns"
+                f" WHERE user_id = ? AND turn_id IN ({marks})",
+                (user_id, *turn_ids),
+            ).fetchall()
+        return {
+            tid: Turn(tid, user_id, sid, Role(role), speaker, content, datetime.fromisoformat(at))
+            for tid, sid, role, speaker, content, at in rows
+        }
+
+    def count_audit(self, user_id: str) -> int:
+        with self._lock:
+            row = self._conn.execute("SELECT COUNT(*) FROM audit WHERE user_id = ?", (user_id,))
+            return int(row.fetchone()[0])
+
+    def forget_user(self, user_id: str) -> ForgetCounts:
+        """Delete every audit row and turn of this user, overwriting them on disk."""
+        with self.transaction():
+            audit = self._conn.execute("DELETE FROM audit WHERE user_id = ?", (user_id,)).rowcount
+            turns = self._conn.execute("DELETE FROM turns WHERE user_id = ?", (user_id,)).rowcount
+        return ForgetCounts(audit_rows=audit, turns=turns)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

@@ -1,0 +1,227 @@
+"""The client API. ``Memory`` is the one implementation; ``AsyncMemory`` wraps it for asyncio.
+
+>>> from tiermem import Memory, TiermemConfig
+>>> with Memory(TiermemConfig.for_tests()) as memory:
+...     _ = memory.add([{"role": "user", "content": "My sister Ana lives in Lisbon."}],
+...                    user_id="alice")
+...     memory.search("where does my sister live", user_id="alice", k=1)[0].entry.text
+'user: My sister Ana lives in Lisbon.'
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from tiermem.clock import Clock
+from tiermem.components import Components, build_components
+from tiermem.config import TiermemConfig
+from tiermem.errors import ClosedError, MemoryNotFoundError
+from tiermem.pipeline.read import run_search
+from tiermem.pipeline.write import run_add, run_delete, run_update
+from tiermem.render import render_context
+from tiermem.types import (
+    AddResult,
+    AnswerResult,
+    AuditEvent,
+    MemoryEntry,
+    SearchFilters,
+    SearchHit,
+    Turn,
+)
+from tiermem.validation import (
+    MessageLike,
+    normalize_messages,
+    validate_filters,
+    validate_k,
+    validate_session_id,
+    validate_text,
+    validate_user_id,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_DATA_DIR = Path("~/.local/share/tiermem")
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetReport:
+    """What ``forget_user`` removed."""
+
+    entries: int
+    turns: int
+    audit_rows: int
+    stm_sessions: int
+
+
+class Memory:
+    """Long-term memory for an agent: STM per session, MTM per user, an audit trail.
+
+    Build it with ``Memory.from_defaults(data_dir)`` (embedded Qdrant and all-MiniLM-L6-v2,
+    no server) or ``Memory(config)``. It is thread-safe; writes are serialised.
+    """
+
+    def __init__(
+        self,
+        config: TiermemConfig,
+        *,
+        clock: Clock | None = None,
+        components: Components | None = None,
+    ) -> None:
+        self.config = config
+        self._c = components if components is not None else build_components(config, clock)
+        self._write_lock = threading.RLock()
+        self._closed = False
+
+    @classmethod
+    def from_defaults(
+        cls, data_dir: str | Path | None = None, *, clock: Clock | None = None
+    ) -> Memory:
+        """The embedded default: everything on disk under ``data_dir``, no server needed."""
+        return cls(TiermemConfig.for_data_dir(data_dir or DEFAULT_DATA_DIR), clock=clock)
+
+    @property
+    def components(self) -> Components:
+        self._check_open()
+        return self._c
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("this Memory is closed")
+
+    # -- writes ---------------------------------------------------------------------------
+    def add(
+        self,
+        messages: MessageLike | Iterable[MessageLike],
+        user_id: str,
+        session_id: str | None = None,
+    ) -> AddResult:
+        """Remember an exchange: its turns go to STM and the journal, its entries to MTM."""
+        self._check_open()
+        uid = validate_user_id(user_id)
+        sid = validate_session_id(session_id)
+        turns = normalize_messages(messages, uid, sid, self._c.clock)
+        with self._write_lock:
+            return run_add(self._c, uid, sid, turns)
+
+    def update(self, memory_id: str, text: str, user_id: str) -> MemoryEntry:
+        """Replace an entry's text (re-embedded); the old text stays in its history."""
+        self._check_open()
+        uid = validate_user_id(user_id)
+        new_text = validate_text(text, "memory text")
+        with self._write_lock:
+            return run_update(self._c, self._get(memory_id, uid), new_text)
+
+    def delete(self, memory_id: str, user_id: str) -> None:
+        """Remove an entry; its history keeps the deleted text until ``forget_user``."""
+        self._check_open()
+        uid = validate_user_id(user_id)
+        with self._write_lock:
+            run_delete(self._c, self._get(memory_id, uid))
+
+    def forget_user(self, user_id: str) -> ForgetReport:
+        """Erase the user everywhere: MTM collection, source turns, audit rows, STM."""
+        self._check_open()
+        uid = validate_user_id(user_id)
+        with self._write_lock:
+            entries = self._c.store.count(uid)
+            self._c.store.drop_user(uid)
+            counts = self._c.journal.forget_user(uid)
+            sessions = self._c.stm.forget_user(uid)
+        return ForgetReport(entries, counts.turns, counts.audit_rows, sessions)
+
+    # -- reads ----------------------------------------------------------------------------
+    def search(
+        self,
+        query: str,
+        user_id: str,
+        k: int | None = None,
+        filters: SearchFilters | None = None,
+    ) -> list[SearchHit]:
+        """The user's memories most relevant to ``query``, best first, at most ``k``."""
+        self._check_open()
+        uid = validate_user_id(user_id)
+        limit = validate_k(self.config.default_k if k is None else k)
+        text = validate_text(query)
+        return run_search(self._c, uid, text, limit, validate_filters(filters))
+
+    def answer(
+        self,
+        query: str,
+        user_id: str,
+        session_id: str | None = None,
+        filters: SearchFilters | None = None,
+    ) -> AnswerResult:
+        """Answer from memory: the text, the hits used, their source turns, context size."""
+        self._check_open()
+        uid = validate_user_id(user_id)
+        sid = validate_session_id(session_id)
+        hits = self.search(query, uid, k=self.config.generator.max_memories, filters=filters)
+        stm = self._c.stm.window(uid, sid)
+        text = self._c.generator.generate(query, stm, hits)
+        sources = self.source_turns(hits, uid)
+        return AnswerResult(text, tuple(hits), self._c.tokens.count(render_context(hits)), sources)
+
+    def source_turns(self, hits: Iterable[SearchHit], user_id: str) -> dict[str, Turn]:
+        """The stored turns that these hits came from, by turn id."""
+        ids = sorted({tid for h in hits for tid in h.entry.source_turn_ids})
+        return self._c.journal.turns(validate_user_id(user_id), ids)
+
+    def get(self, memory_id: str, user_id: str) -> MemoryEntry:
+        """One entry of this user; ``MemoryNotFoundError`` if this user has no such entry."""
+        self._check_open()
+        return self._get(memory_id, validate_user_id(user_id))
+
+    def _get(self, memory_id: str, user_id: str) -> MemoryEntry:
+        if not isinstance(memory_id, str) or not memory_id:
+            raise MemoryNotFoundError(str(memory_id), user_id)
+        found = self._c.store.get(user_id, [memory_id])
+        if not found:
+            raise MemoryNotFoundError(memory_id, user_id)
+        return found[0]
+
+    def get_all(self, user_id: str, filters: SearchFilters | None = None) -> list[MemoryEntry]:
+        """Every entry of this user matching ``filters``, oldest first."""
+        self._check_open()
+        uid = validate_user_id(user_id)
+        return self._c.store.list_entries(uid, validate_filters(filters))
+
+    def history(self, memory_id: str, user_id: str) -> list[AuditEvent]:
+        """Every change to this entry, oldest first (also after it was deleted)."""
+        self._check_open()
+        uid = validate_user_id(user_id)
+        events = self._c.journal.history(uid, str(memory_id))
+        if not events:
+            raise MemoryNotFoundError(str(memory_id), uid)
+        return events
+
+    def working_memory(self, user_id: str, session_id: str | None = None) -> tuple[Turn, ...]:
+        """The STM window of a session, oldest first."""
+        self._check_open()
+        return self._c.stm.window(validate_user_id(user_id), validate_session_id(session_id))
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def close(self) -> None:
+        """Release the store and the journal. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._c.store.close()
+        finally:
+            self._c.journal.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,1 @@
+"""The write path and the read path: short orchestrators over named, typed stages."""

@@ -1,0 +1,64 @@
+"""How an ``MemoryEntry`` is laid out as a JSON payload, and back.
+
+Times are stored twice: ISO 8601 for people and tools, and POSIX seconds (``*_ts``) for range
+filters. ``time_ts`` is the effective time (event time if known, else creation time), the one
+time-window filters use.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from tiermem.types import MemoryEntry, MemoryKind
+
+PAYLOAD_VERSION = 1
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _parse(value: object) -> datetime | None:
+    return datetime.fromisoformat(value) if isinstance(value, str) else None
+
+
+def entry_to_payload(entry: MemoryEntry) -> dict[str, Any]:
+    return {
+        "v": PAYLOAD_VERSION,
+        "user_id": entry.user_id,
+        "text": entry.text,
+        "kind": entry.kind.value,
+        "created_at": _iso(entry.created_at),
+        "updated_at": _iso(entry.updated_at),
+        "event_time": _iso(entry.event_time),
+        "time_ts": entry.effective_time.timestamp(),
+        "access_count": entry.access_count,
+        "last_accessed": _iso(entry.last_accessed),
+        "source_turn_ids": list(entry.source_turn_ids),
+        "session_id": entry.session_id,
+        "confidence": entry.confidence,
+        "superseded_by": entry.superseded_by,
+    }
+
+
+def payload_to_entry(entry_id: str, payload: dict[str, Any]) -> MemoryEntry:
+    created = _parse(payload["created_at"])
+    updated = _parse(payload["updated_at"])
+    if created is None or updated is None:
+        raise ValueError(f"entry {entry_id} has no creation or update time")
+    return MemoryEntry(
+        id=entry_id,
+        user_id=payload["user_id"],
+        text=payload["text"],
+        kind=MemoryKind(payload["kind"]),
+        created_at=created,
+        updated_at=updated,
+        event_time=_parse(payload.get("event_time")),
+        access_count=int(payload.get("access_count", 0)),
+        last_accessed=_parse(payload.get("last_accessed")),
+        source_turn_ids=tuple(payload.get("source_turn_ids", ())),
+        session_id=payload.get("session_id"),
+        confidence=float(payload.get("confidence", 1.0)),
+        superseded_by=payload.get("superseded_by"),
+    )

@@ -1,0 +1,253 @@
+"""The MTM store on Qdrant, through qdrant-client.
+
+The same code serves the embedded default (``QdrantClient(path=...)``), tests
+(``":memory:"``) and a Qdrant server (``url=``). One collection per user, named by
+``collection_name``; every query also filters on the ``user_id`` payload, so a bug in naming
+could never return another user's entries.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from qdrant_client import QdrantClient, models
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+from tiermem.embedding.base import Vectors
+from tiermem.errors import StoreError
+from tiermem.stores.base import AccessUpdate, ScoredEntry
+from tiermem.stores.naming import collection_name
+from tiermem.stores.payload import entry_to_payload, payload_to_entry
+from tiermem.types import MemoryEntry, SearchFilters
+
+logger = logging.getLogger(__name__)
+
+DENSE = "dense"
+_PAGE = 512
+_T = TypeVar("_T")
+# What qdrant-client raises for a failed call, locally or over the wire.
+_QDRANT_ERRORS = (UnexpectedResponse, ResponseHandlingException, ValueError, RuntimeError, OSError)
+
+
+def _valid_point_id(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+def to_qdrant_filter(user_id: str, filters: SearchFilters | None) -> models.Filter:
+    """Translate ``SearchFilters`` (see ``filtering.matches``) into a Qdrant filter."""
+    must: list[models.Condition] = [
+        models.FieldCondition(key="user_id", match=models.MatchValue(value=user_id))
+    ]
+    if filters is None:
+        return models.Filter(must=must)
+    if not filters.include_superseded:
+        must.append(models.IsNullCondition(is_null=models.PayloadField(key="superseded_by")))
+    if filters.kinds:
+        kinds = [kind.value for kind in filters.kinds]
+        must.append(models.FieldCondition(key="kind", match=models.MatchAny(any=kinds)))
+    if filters.session_id is not None:
+        must.append(
+            models.FieldCondition(
+                key="session_id", match=models.MatchValue(value=filters.session_id)
+            )
+        )
+    if filters.since is not None or filters.until is not None:
+        must.append(
+            models.FieldCondition(
+                key="time_ts",
+                range=models.Range(
+                    gte=filters.since.timestamp() if filters.since else None,
+                    lte=filters.until.timestamp() if filters.until else None,
+                ),
+            )
+        )
+    return models.Filter(must=must)
+
+
+class QdrantStore:
+    """Per-user MTM collections in Qdrant (384-d cosine by default)."""
+
+    def __init__(self, client: QdrantClient, *, dim: int, prefix: str, server: bool) -> None:
+        self._client = client
+        self._dim = dim
+        self._prefix = prefix
+        self._server = server  # payload indexes only exist on a server
+        self._known: set[str] = set()
+        self._lock = threading.RLock()  # the embedded client is not safe across threads
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def _call(self, what: str, fn: Callable[[], _T]) -> _T:
+        try:
+            with self._lock:
+                return fn()
+        except _QDRANT_ERRORS as exc:
+            raise StoreError(f"qdrant {what} failed: {exc}") from exc
+
+    def _collection(self, user_id: str, *, create: bool) -> str | None:
+        name = collection_name(self._prefix, user_id)
+        if name in self._known:
+            return name
+        if self._call("collection_exists", lambda: self._client.collection_exists(name)):
+            self._check_dim(name)
+            self._known.add(name)
+            return name
+        if not create:
+            return None
+        self._call("create_collection", lambda: self._create(name))
+        self._known.add(name)
+        return name
+
+    def _create(self, name: str) -> None:
+        self._client.create_collection(
+            name,
+            vectors_config={
+                DENSE: models.VectorParams(size=self._dim, distance=models.Distance.COSINE)
+            },
+        )
+        if self._server:
+            for key, schema in (
+                ("user_id", models.PayloadSchemaType.KEYWORD),
+                ("kind", models.PayloadSchemaType.KEYWORD),
+                ("session_id", models.PayloadSchemaType.KEYWORD),
+                ("time_ts", models.PayloadSchemaType.FLOAT),
+            ):
+                self._client.create_payload_index(name, key, schema)
+
+    def _check_dim(self, name: str) -> None:
+        info = self._call("get_collection", lambda: self._client.get_collection(name))
+        vectors = info.config.params.vectors
+        size = vectors[DENSE].size if isinstance(vectors, dict) and DENSE in vectors else None
+        if size != self._dim:
+            raise StoreError(
+                f"collection {name} holds vectors of size {size}, the embedder makes {self._dim}"
+            )
+
+    def upsert(self, user_id: str, entries: Sequence[MemoryEntry], vectors: Vectors) -> None:
+        if not entries:
+            return
+        if vectors.shape != (len(entries), self._dim):
+            raise StoreError(f"vectors of shape {vectors.shape} for {len(entries)} entries")
+        name = self._collection(user_id, create=True)
+        assert name is not None
+        points = [
+            models.PointStruct(id=e.id, vector={DENSE: v.tolist()}, payload=entry_to_payload(e))
+            for e, v in zip(entries, vectors, strict=True)
+        ]
+        self._call("upsert", lambda: self._client.upsert(name, points=points, wait=True))
+
+    def get(self, user_id: str, ids: Sequence[str]) -> list[MemoryEntry]:
+        name = self._collection(user_id, create=False)
+        wanted = [i for i in ids if _valid_point_id(i)]
+        if name is None or not wanted:
+            return []
+        records = self._call(
+            "retrieve", lambda: self._client.retrieve(name, ids=wanted, with_payload=True)
+        )
+        found = {
+            str(r.id): payload_to_entry(str(r.id), r.payload or {})
+            for r in records
+            if (r.payload or {}).get("user_id") == user_id
+        }
+        return [found[i] for i in wanted if i in found]
+
+    def list_entries(self, user_id: str, filters: SearchFilters | None = None) -> list[MemoryEntry]:
+        name = self._collection(user_id, create=False)
+        if name is None:
+            return []
+        query_filter = to_qdrant_filter(user_id, filters)
+
+        def page(start: Any) -> tuple[list[models.Record], Any]:
+            return self._client.scroll(
+                name, scroll_filter=query_filter, limit=_PAGE, offset=start, with_payload=True
+            )
+
+        entries: list[MemoryEntry] = []
+        offset: Any = None
+        while True:
+            records, offset = self._call("scroll", lambda: page(offset))  # noqa: B023 - called now
+            entries.extend(payload_to_entry(str(r.id), r.payload or {}) for r in records)
+            if offset is None:
+                break
+        entries.sort(key=lambda e: (e.created_at, e.id))
+        return entries
+
+    def search(
+        self, user_id: str, vector: Vectors, filters: SearchFilters, limit: int
+    ) -> list[ScoredEntry]:
+        name = self._collection(user_id, create=False)
+        if name is None:
+            return []
+        response = self._call(
+            "query_points",
+            lambda: self._client.query_points(
+                name,
+                query=vector.reshape(-1).tolist(),
+                using=DENSE,
+                query_filter=to_qdrant_filter(user_id, filters),
+                limit=limit,
+                with_payload=True,
+            ),
+        )
+        return [
+            ScoredEntry(payload_to_entry(str(p.id), p.payload or {}), float(p.score))
+            for p in response.points
+        ]
+
+    def set_access(self, user_id: str, updates: Mapping[str, AccessUpdate]) -> None:
+        name = self._collection(user_id, create=False)
+        if name is None or not updates:
+            return
+        operations: list[models.UpdateOperation] = [
+            models.SetPayloadOperation(
+                set_payload=models.SetPayload(
+                    payload={
+                        "access_count": update.access_count,
+                        "last_accessed": update.last_accessed.isoformat(),
+                    },
+                    points=[entry_id],
+                )
+            )
+            for entry_id, update in updates.items()
+        ]
+        self._call(
+            "batch_update_points", lambda: self._client.batch_update_points(name, operations)
+        )
+
+    def delete(self, user_id: str, ids: Sequence[str]) -> None:
+        name = self._collection(user_id, create=False)
+        wanted: list[models.ExtendedPointId] = [i for i in ids if _valid_point_id(i)]
+        if name is None or not wanted:
+            return
+        self._call(
+            "delete",
+            lambda: self._client.delete(
+                name, points_selector=models.PointIdsList(points=wanted), wait=True
+            ),
+        )
+
+    def drop_user(self, user_id: str) -> None:
+        name = collection_name(self._prefix, user_id)
+        with self._lock:
+            self._known.discard(name)
+            if self._call("collection_exists", lambda: self._client.collection_exists(name)):
+                self._call("delete_collection", lambda: self._client.delete_collection(name))
+
+    def count(self, user_id: str) -> int:
+        name = self._collection(user_id, create=False)
+        if name is None:
+            return 0
+        return self._call("count", lambda: self._client.count(name, exact=True).count)
+
+    def close(self) -> None:
+        with self._lock:
+            self._client.close()

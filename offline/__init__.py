@@ -1,0 +1,1 @@
+"""Offline consolidation of MTM into the cross-user LTM graph."""

@@ -1,0 +1,1 @@
+"""Small-model roles (controller, selector, writer): backends, prompts, provisioning."""

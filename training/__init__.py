@@ -1,0 +1,1 @@
+"""Selector dataset building and LoRA fine-tuning."""
