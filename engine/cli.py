@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
-
 from tiermem.errors import TiermemError
 
 

@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 from rich.console import Console
-
 from tiermem.config import TiermemConfig
 from tiermem.demo_data import DEMO_USERS, session_messages
 from tiermem.memory import Memory

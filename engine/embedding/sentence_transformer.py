@@ -44,6 +44,9 @@ def _load(model: str, device: str) -> Any:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub at run time
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
             from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as transformers_logging
+
+            transformers_logging.disable_progress_bar()  # no bars in a library's output
 
             path = packaged_model_path(model)
             try:

@@ -11,8 +11,11 @@ import hashlib
 
 
 def collection_name(prefix: str, user_id: str) -> str:
-    """>>> collection_name("tiermem_mtm_", "alice")[:15]
-    'tiermem_mtm_u_'
+    """The collection that holds ``user_id``'s MTM.
+
+    >>> name = collection_name("tiermem_mtm_", "alice")
+    >>> name.startswith("tiermem_mtm_u_"), len(name)
+    (True, 46)
     """
     digest = hashlib.blake2b(user_id.encode("utf-8"), digest_size=16).hexdigest()
     return f"{prefix}u_{digest}"

