@@ -46,7 +46,7 @@ def _load(model: str, device: str) -> Any:
             from sentence_transformers import SentenceTransformer
             from transformers.utils import logging as transformers_logging
 
-            transformers_logging.disable_progress_bar()  # no bars in a library's output
+            transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
 
             path = packaged_model_path(model)
             try:

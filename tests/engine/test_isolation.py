@@ -78,3 +78,39 @@ def test_similar_user_ids_get_distinct_collections(first: str, second: str) -> N
     assert collection_name("tiermem_mtm_", first) != collection_name("tiermem_mtm_", second)
     for name in (collection_name("tiermem_mtm_", first), collection_name("tiermem_mtm_", second)):
         assert name.replace("_", "").isalnum()
+
+
+def test_a_foreign_point_planted_in_a_collection_is_never_returned() -> None:
+    """Defence in depth: even if a point of user B ended up in A's collection (a naming bug,
+    a hand edit), no read hands it to A."""
+    from qdrant_client import QdrantClient, models
+    from tiermem.embedding.base import EmbedMode
+    from tiermem.embedding.hashing import HashEmbedder
+    from tiermem.stores.payload import entry_to_payload
+    from tiermem.stores.qdrant import DENSE, QdrantStore
+    from tiermem.types import MemoryEntry, MemoryKind, SearchFilters
+
+    from tests.conftest import T0
+
+    client = QdrantClient(":memory:")
+    store = QdrantStore(client, dim=384, prefix="t_", server=False)
+    embedder = HashEmbedder()
+
+    def entry(i: int, user: str, text: str) -> MemoryEntry:
+        return MemoryEntry(
+            f"00000000-0000-4000-8000-00000000000{i}", user, text, MemoryKind.FACT, T0, T0
+        )
+
+    mine = entry(1, "alice", "alice likes tea")
+    store.upsert("alice", [mine], embedder.embed([mine.text], EmbedMode.DOCUMENT))
+    planted = entry(2, "bob", "bob secret tea recipe")
+    vector = embedder.embed([planted.text], EmbedMode.DOCUMENT)[0].tolist()
+    point = models.PointStruct(
+        id=planted.id, vector={DENSE: vector}, payload=entry_to_payload(planted)
+    )
+    client.upsert(collection_name("t_", "alice"), points=[point])
+
+    query = embedder.embed(["bob secret tea recipe"], EmbedMode.QUERY)[0]
+    assert [s.entry.id for s in store.search("alice", query, SearchFilters(), 10)] == [mine.id]
+    assert store.get("alice", [planted.id, mine.id]) == [mine]
+    assert store.list_entries("alice") == [mine]
