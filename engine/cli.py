@@ -45,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
-    console = Console()
+    console = Console() if sys.stdout.isatty() else Console(width=140)
     try:
         if args.command == "demo":
             from tiermem.demo import main as demo_main

@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 from tiermem.bench.stats import percentile
 from tiermem.config import MTMConfig, TiermemConfig
+from tiermem.embedding import EmbedMode
 from tiermem.memory import Memory
 
 _A = TypeVar("_A")
@@ -107,6 +108,7 @@ class Row:
     add_p95_ms: float
     search_p50_ms: float
     search_p95_ms: float
+    embed_query_p50_ms: float
     fill_s: float
 
 
@@ -133,6 +135,8 @@ def measure(config: TiermemConfig, label: str, size: int, samples: int) -> Row:
         add_ms = _timed(lambda m: memory.add([m], user_id="sam"), extra)
         queries = [_QUERIES[i % len(_QUERIES)] for i in range(samples)]
         search_ms = _timed(lambda q: memory.search(q, "sam", k=10), queries)
+        embedder = memory.components.embedder
+        embed_ms = _timed(lambda q: embedder.embed([q], EmbedMode.QUERY), queries)
     return Row(
         label,
         size,
@@ -140,6 +144,7 @@ def measure(config: TiermemConfig, label: str, size: int, samples: int) -> Row:
         percentile(add_ms, 95),
         percentile(search_ms, 50),
         percentile(search_ms, 95),
+        percentile(embed_ms, 50),
         fill_s,
     )
 
@@ -173,6 +178,7 @@ def main(
         "add p95 ms",
         "search p50 ms",
         "search p95 ms",
+        "query embed p50 ms",
         "search p50 vs reference",
         "fill s",
     ):
@@ -187,6 +193,7 @@ def main(
             f"{r.add_p95_ms:.2f}",
             f"{r.search_p50_ms:.2f}",
             f"{r.search_p95_ms:.2f}",
+            f"{r.embed_query_p50_ms:.2f}",
             f"{ratio:.2f}x",
             f"{r.fill_s:.1f}",
         )
