@@ -55,9 +55,14 @@ class AsyncMemory:
         return await asyncio.to_thread(self.sync.add, messages, user_id, session_id)
 
     async def search(
-        self, query: str, user_id: str, k: int | None = None, filters: SearchFilters | None = None
+        self,
+        query: str,
+        user_id: str,
+        k: int | None = None,
+        filters: SearchFilters | None = None,
+        session_id: str | None = None,
     ) -> list[SearchHit]:
-        return await asyncio.to_thread(self.sync.search, query, user_id, k, filters)
+        return await asyncio.to_thread(self.sync.search, query, user_id, k, filters, session_id)
 
     async def answer(
         self,

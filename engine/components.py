@@ -10,6 +10,7 @@ from tiermem.embedding import Embedder, build_embedder
 from tiermem.generator import ExtractiveGenerator, Generator
 from tiermem.journal import Journal
 from tiermem.pipeline.extract import EntryExtractor, TurnExtractor
+from tiermem.pipeline.plan import PassthroughPlanner, Planner, Selector, TopKSelector
 from tiermem.stm import ShortTermMemory
 from tiermem.stores import MTMStore, build_mtm_store
 from tiermem.tokens import ApproxTokenCounter, TokenCounter
@@ -22,6 +23,8 @@ class Components:
     journal: Journal
     stm: ShortTermMemory
     extractor: EntryExtractor
+    planner: Planner
+    selector: Selector
     generator: Generator
     tokens: TokenCounter
     clock: Clock
@@ -43,6 +46,8 @@ def build_components(config: TiermemConfig, clock: Clock | None = None) -> Compo
         journal=journal,
         stm=ShortTermMemory(config.stm, tokens),
         extractor=TurnExtractor(),
+        planner=PassthroughPlanner(),
+        selector=TopKSelector(),
         generator=ExtractiveGenerator(),
         tokens=tokens,
         clock=clock or SystemClock(),

@@ -119,3 +119,32 @@ class AuditError(TiermemError):
 
 class ClosedError(TiermemError):
     """The memory was used after ``close()``."""
+
+
+class SLMError(TiermemError):
+    """A small-model call failed. Roles catch it and fall back (counted); it never loses data."""
+
+    def __init__(self, task: str, message: str) -> None:
+        self.task = task
+        super().__init__(f"{task}: {message}")
+
+
+class SLMOutputInvalid(SLMError):  # noqa: N818 - the name the conventions give it
+    """The model's output did not parse or did not match the task's schema."""
+
+    def __init__(self, task: str, raw: str, reason: str) -> None:
+        self.raw = raw
+        self.reason = reason
+        super().__init__(task, f"invalid output ({reason}): {raw[:200]!r}")
+
+
+class SLMTimeout(SLMError):  # noqa: N818
+    """The model did not answer within the role's time budget."""
+
+
+class SLMUnavailable(SLMError):  # noqa: N818
+    """The backend could not be reached or the model could not be loaded."""
+
+
+class ModelNotInstalledError(ConfigError):
+    """A model alias was named but its weights are not provisioned."""

@@ -141,13 +141,16 @@ class Memory:
         user_id: str,
         k: int | None = None,
         filters: SearchFilters | None = None,
+        session_id: str | None = None,
     ) -> list[SearchHit]:
-        """The user's memories most relevant to ``query``, best first, at most ``k``."""
+        """The user's memories most relevant to ``query``, best first, at most ``k``. The
+        session's STM lets the controller resolve references such as "she" or "that trip"."""
         self._check_open()
         uid = validate_user_id(user_id)
         limit = validate_k(self.config.default_k if k is None else k)
         text = validate_text(query)
-        return run_search(self._c, uid, text, limit, validate_filters(filters))
+        stm = self._c.stm.window(uid, validate_session_id(session_id))
+        return run_search(self._c, uid, text, limit, validate_filters(filters), stm)
 
     def answer(
         self,
@@ -160,7 +163,7 @@ class Memory:
         self._check_open()
         uid = validate_user_id(user_id)
         sid = validate_session_id(session_id)
-        hits = self.search(query, uid, k=self.config.generator.max_memories, filters=filters)
+        hits = self.search(query, uid, self.config.generator.max_memories, filters, sid)
         stm = self._c.stm.window(uid, sid)
         text = self._c.generator.generate(query, stm, hits)
         sources = self.source_turns(hits, uid)

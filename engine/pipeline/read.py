@@ -1,6 +1,5 @@
-"""The read path: embed the query -> first-stage search under filters -> hits with
-explanations -> access statistics. The controller and selector plug in around the first
-stage in the SLM roles."""
+"""The read path: plan (controller) -> first stage per query (dense + BM25, fused by rank,
+filtered, ~2K/n each) -> merge to <= 2K -> select <= K (selector) -> access statistics."""
 
 from __future__ import annotations
 
@@ -9,15 +8,49 @@ from dataclasses import replace
 
 from tiermem.components import Components
 from tiermem.embedding.base import EmbedMode, check_vectors
-from tiermem.stores.base import AccessUpdate, ScoredEntry
-from tiermem.types import ScoreExplanation, SearchFilters, SearchHit
+from tiermem.pipeline.plan import Candidate, RetrievalPlan, Route
+from tiermem.ranking import reciprocal_rank_fusion
+from tiermem.stores.base import AccessUpdate
+from tiermem.types import ScoreExplanation, SearchFilters, SearchHit, Turn
 
 
-def to_hits(scored: Sequence[ScoredEntry]) -> list[SearchHit]:
-    return [
-        SearchHit(s.entry, s.score, ScoreExplanation({"dense": s.score}, "cosine similarity"))
-        for s in scored
-    ]
+def first_stage(c: Components, user_id: str, plan: RetrievalPlan) -> list[Candidate]:
+    """Hybrid search per planned query, each within its candidate budget; merged across
+    queries by rank fusion (query weights as fusion weights) and cut to the total budget."""
+    texts = [q.text for q in plan.queries]
+    vectors = check_vectors(
+        c.embedder.embed(texts, EmbedMode.QUERY), len(texts), c.store.dim, c.embedder.name
+    )
+    per_query: dict[str, list[str]] = {}
+    entries = {}
+    components: dict[str, dict[str, float]] = {}
+    for i, (query, budget) in enumerate(zip(plan.queries, plan.candidate_budgets, strict=True)):
+        if budget == 0:
+            continue
+        # LTM is not built yet: a query routed there searches MTM (see plan.notes).
+        hits = c.store.hybrid_search(user_id, vectors[i], query.text, plan.filters, budget)
+        fused = reciprocal_rank_fusion(
+            {
+                "dense": [h.entry.id for h in hits.dense],
+                "bm25": [h.entry.id for h in hits.lexical],
+            }
+        )[:budget]
+        per_query[f"q{i}"] = [f.key for f in fused]
+        for h in hits.dense + hits.lexical:
+            entries[h.entry.id] = h.entry
+        for source, found in (("dense", hits.dense), ("bm25", hits.lexical)):
+            for h in found:
+                best = components.setdefault(h.entry.id, {})
+                best[source] = max(best.get(source, float("-inf")), h.score)
+    weights = {f"q{i}": q.weight for i, q in enumerate(plan.queries)}
+    merged = reciprocal_rank_fusion(per_query, weights=weights)[: sum(plan.candidate_budgets)]
+    candidates = []
+    for f in merged:
+        ranks = {f"rank_{name}": float(rank) for name, rank in f.ranks.items()}
+        candidates.append(
+            Candidate(entries[f.key], f.score, {**components[f.key], "rrf": f.score, **ranks})
+        )
+    return candidates
 
 
 def record_access(c: Components, user_id: str, hits: Sequence[SearchHit]) -> list[SearchHit]:
@@ -39,10 +72,22 @@ def record_access(c: Components, user_id: str, hits: Sequence[SearchHit]) -> lis
 
 
 def run_search(
-    c: Components, user_id: str, query: str, k: int, filters: SearchFilters
+    c: Components,
+    user_id: str,
+    query: str,
+    k: int,
+    filters: SearchFilters,
+    stm: Sequence[Turn] = (),
 ) -> list[SearchHit]:
-    vector = check_vectors(
-        c.embedder.embed([query], EmbedMode.QUERY), 1, c.store.dim, c.embedder.name
-    )
-    scored = c.store.search(user_id, vector[0], filters, k)
-    return record_access(c, user_id, to_hits(scored))
+    plan = c.planner.plan(query, stm, k, filters, c.clock.now())
+    candidates = first_stage(c, user_id, plan)
+    selection = c.selector.select([q.text for q in plan.queries], candidates, k)
+    note = f"plan={plan.source}, selection={selection.source}"
+    hits = [
+        SearchHit(cand.entry, score, ScoreExplanation({**cand.components, "selector": score}, note))
+        for cand, score in selection.kept[:k]
+    ]
+    return record_access(c, user_id, hits)
+
+
+__all__ = ["Route", "first_stage", "record_access", "run_search"]

@@ -20,6 +20,14 @@ class ScoredEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class HybridHits:
+    """First-stage results of one query: by dense cosine and by BM25, each best first."""
+
+    dense: list[ScoredEntry]
+    lexical: list[ScoredEntry]
+
+
+@dataclass(frozen=True, slots=True)
 class AccessUpdate:
     """New access statistics for one entry."""
 
@@ -53,6 +61,12 @@ class MTMStore(Protocol):
         self, user_id: str, vector: Vectors, filters: SearchFilters, limit: int
     ) -> list[ScoredEntry]:
         """Up to ``limit`` entries by cosine similarity, best first."""
+        ...
+
+    def hybrid_search(
+        self, user_id: str, vector: Vectors, text: str, filters: SearchFilters, limit: int
+    ) -> HybridHits:
+        """Up to ``limit`` entries by cosine and up to ``limit`` by BM25 over the index text."""
         ...
 
     def set_access(self, user_id: str, updates: Mapping[str, AccessUpdate]) -> None:

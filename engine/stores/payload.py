@@ -10,9 +10,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from tiermem.render import index_text
 from tiermem.types import MemoryEntry, MemoryKind
 
-PAYLOAD_VERSION = 1
+PAYLOAD_VERSION = 2
+INDEX_TEXT = "index_text"  # the text BM25 ranks: the entry's date, then its text
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -28,6 +30,7 @@ def entry_to_payload(entry: MemoryEntry) -> dict[str, Any]:
         "v": PAYLOAD_VERSION,
         "user_id": entry.user_id,
         "text": entry.text,
+        INDEX_TEXT: index_text(entry),
         "kind": entry.kind.value,
         "created_at": _iso(entry.created_at),
         "updated_at": _iso(entry.updated_at),

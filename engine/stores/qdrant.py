@@ -21,9 +21,9 @@ from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 from tiermem.embedding.base import Vectors
 from tiermem.errors import StoreError
-from tiermem.stores.base import AccessUpdate, ScoredEntry
+from tiermem.stores.base import AccessUpdate, HybridHits, ScoredEntry
 from tiermem.stores.naming import collection_name
-from tiermem.stores.payload import entry_to_payload, payload_to_entry
+from tiermem.stores.payload import INDEX_TEXT, entry_to_payload, payload_to_entry
 from tiermem.types import MemoryEntry, SearchFilters
 
 logger = logging.getLogger(__name__)
@@ -107,7 +107,7 @@ class QdrantStore:
         if name in self._known:
             return name
         if self._call("collection_exists", lambda: self._client.collection_exists(name)):
-            self._check_dim(name)
+            self._check_schema(name)
             self._known.add(name)
             return name
         if not create:
@@ -123,6 +123,7 @@ class QdrantStore:
                 DENSE: models.VectorParams(size=self._dim, distance=models.Distance.COSINE)
             },
         )
+        self._create_text_index(name)
         if self._server:
             for key, schema in (
                 ("user_id", models.PayloadSchemaType.KEYWORD),
@@ -132,7 +133,18 @@ class QdrantStore:
             ):
                 self._client.create_payload_index(name, key, schema)
 
-    def _check_dim(self, name: str) -> None:
+    def _create_text_index(self, name: str) -> None:
+        # BM25 over the index text: embedded Qdrant honours a scored text index too.
+        self._client.create_payload_index(
+            name,
+            INDEX_TEXT,
+            models.TextIndexParams(
+                type=models.TextIndexType.TEXT,
+                scoring=models.TextScoringParams(type=models.TextScoringType.BM25),
+            ),
+        )
+
+    def _check_schema(self, name: str) -> None:
         info = self._call("get_collection", lambda: self._client.get_collection(name))
         vectors = info.config.params.vectors
         size = vectors[DENSE].size if isinstance(vectors, dict) and DENSE in vectors else None
@@ -140,6 +152,8 @@ class QdrantStore:
             raise StoreError(
                 f"collection {name} holds vectors of size {size}, the embedder makes {self._dim}"
             )
+        if INDEX_TEXT not in (info.payload_schema or {}):
+            self._call("create_payload_index", lambda: self._create_text_index(name))
 
     def upsert(self, user_id: str, entries: Sequence[MemoryEntry], vectors: Vectors) -> None:
         if not entries:
@@ -203,9 +217,43 @@ class QdrantStore:
                 with_payload=True,
             ),
         )
+        return self._scored(user_id, response.points)
+
+    def hybrid_search(
+        self, user_id: str, vector: Vectors, text: str, filters: SearchFilters, limit: int
+    ) -> HybridHits:
+        """Dense and BM25 in one round trip (a batch of two queries)."""
+        name = self._collection(user_id, create=False)
+        if name is None:
+            return HybridHits([], [])
+        query_filter = to_qdrant_filter(filters)
+        requests = [
+            models.QueryRequest(
+                query=vector.reshape(-1).tolist(),
+                using=DENSE,
+                filter=query_filter,
+                limit=limit,
+                with_payload=True,
+            ),
+            models.QueryRequest(
+                query=models.TextQuery(text=text),
+                using=INDEX_TEXT,
+                filter=query_filter,
+                limit=limit,
+                with_payload=True,
+            ),
+        ]
+        dense, lexical = self._call(
+            "query_batch_points", lambda: self._client.query_batch_points(name, requests)
+        )
+        return HybridHits(
+            self._scored(user_id, dense.points), self._scored(user_id, lexical.points)
+        )
+
+    def _scored(self, user_id: str, points: list[models.ScoredPoint]) -> list[ScoredEntry]:
         return [
             ScoredEntry(entry, float(p.score))
-            for p in response.points
+            for p in points
             if (entry := _owned(user_id, p.id, p.payload)) is not None
         ]
 

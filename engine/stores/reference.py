@@ -1,4 +1,5 @@
-"""The exact in-memory reference store: brute-force cosine over numpy arrays.
+"""The exact in-memory reference store: brute-force cosine over numpy arrays, and BM25 with
+qdrant-client's own reference scorer (corpus = the user's whole collection, as in Qdrant).
 
 It is the oracle for congruence tests (the same writes, searches and filters must give the
 same ids in the same order as Qdrant) and the baseline in the MTM benchmark.
@@ -11,9 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
+from qdrant_client.local.bm25 import DEFAULT_B, DEFAULT_K1, bm25_scores, document_tokens
 from tiermem.embedding.base import Vectors
 from tiermem.errors import StoreError
-from tiermem.stores.base import AccessUpdate, ScoredEntry
+from tiermem.render import index_text
+from tiermem.stores.base import AccessUpdate, HybridHits, ScoredEntry
 from tiermem.stores.filtering import matches
 from tiermem.types import MemoryEntry, SearchFilters
 
@@ -67,6 +70,30 @@ class ReferenceStore:
         scores = matrix @ query
         order = sorted(range(len(candidates)), key=lambda i: (-float(scores[i]), candidates[i].id))
         return [ScoredEntry(candidates[i], float(scores[i])) for i in order[:limit]]
+
+    def hybrid_search(
+        self, user_id: str, vector: Vectors, text: str, filters: SearchFilters, limit: int
+    ) -> HybridHits:
+        return HybridHits(
+            self.search(user_id, vector, filters, limit), self._bm25(user_id, text, filters, limit)
+        )
+
+    def _bm25(
+        self, user_id: str, text: str, filters: SearchFilters, limit: int
+    ) -> list[ScoredEntry]:
+        with self._lock:
+            entries = list(self._entries.get(user_id, {}).values())
+        documents = {
+            i: tokens for i, e in enumerate(entries) if (tokens := document_tokens([index_text(e)]))
+        }
+        scores = bm25_scores(documents, text, DEFAULT_K1, DEFAULT_B)
+        order = sorted(scores, key=lambda i: (-scores[i], i))
+        ranked = [
+            ScoredEntry(entries[i], float(np.float32(scores[i])))
+            for i in order
+            if matches(entries[i], filters)
+        ]
+        return ranked[:limit]
 
     def set_access(self, user_id: str, updates: Mapping[str, AccessUpdate]) -> None:
         with self._lock:

@@ -158,3 +158,23 @@ def test_unknown_user_and_ids_agree(qdrant_store: QdrantStore) -> None:
         assert store.count("ghost") == 0
         store.delete("ghost", ["x"])
         store.drop_user("ghost")
+
+
+def test_hybrid_search_agrees(qdrant_store: QdrantStore) -> None:
+    embedder = HashEmbedder(dim=64)
+    entries = _corpus(seed=11, n=120)
+    reference = ReferenceStore(64)
+    for store in (reference, qdrant_store):
+        _write(store, entries, embedder)
+        store.delete("u1", [entries[4].id])
+    compared = 0
+    for user in USERS:
+        for filters in FILTERS:
+            for query in ("sister bakery Lisbon", "cello", "night shift passport tea"):
+                vector = embedder.embed([query], EmbedMode.QUERY)[0]
+                want = reference.hybrid_search(user, vector, query, filters, 8)
+                got = qdrant_store.hybrid_search(user, vector, query, filters, 8)
+                _assert_same_ranking(want.dense, got.dense)
+                _assert_same_ranking(want.lexical, got.lexical)
+                compared += len(want.lexical)
+    assert compared > 100

@@ -1,0 +1,120 @@
+"""In-process llama.cpp through llama-cpp-python: the embedded default backend.
+
+The output is constrained by a grammar built from the task's JSON schema; if the schema
+cannot become a grammar the call fails loudly instead of silently decoding free JSON. Time
+budgets are enforced by streaming and stopping at the deadline. A model file is loaded once
+per process and shared; calls to one model are serialised (a llama context is not
+thread-safe).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tiermem.errors import ConfigError, SLMTimeout, SLMUnavailable
+from tiermem.slm.base import SLMRequest, SLMResponse
+
+_MODELS: dict[tuple[str, int], tuple[Any, threading.Lock]] = {}
+_LOAD_LOCK = threading.Lock()
+_GRAMMARS: dict[str, Any] = {}
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """llama.cpp prints its load log to stderr; keep a library's caller's terminal clean."""
+    with contextlib.redirect_stderr(io.StringIO()):
+        yield
+
+
+def load_llama(path: Path, n_ctx: int, n_threads: int | None) -> tuple[Any, threading.Lock]:
+    key = (str(path), n_ctx)
+    with _LOAD_LOCK:
+        if key not in _MODELS:
+            if not path.is_file():
+                raise ConfigError(f"GGUF model file {path} does not exist")
+            from llama_cpp import Llama
+
+            try:
+                with _quiet():
+                    llama = Llama(
+                        model_path=str(path),
+                        n_ctx=n_ctx,
+                        n_threads=n_threads,
+                        verbose=False,
+                        seed=0,
+                    )
+            except (ValueError, RuntimeError, OSError) as exc:
+                raise SLMUnavailable("load", f"cannot load {path}: {exc}") from exc
+            _MODELS[key] = (llama, threading.Lock())
+        return _MODELS[key]
+
+
+def grammar_for(schema: dict[str, Any]) -> Any:
+    from llama_cpp.llama_grammar import LlamaGrammar
+
+    text = json.dumps(schema, sort_keys=True)
+    if text not in _GRAMMARS:
+        try:
+            with _quiet():
+                _GRAMMARS[text] = LlamaGrammar.from_json_schema(text, verbose=False)
+        except (ValueError, RuntimeError) as exc:
+            raise ConfigError(f"this JSON schema cannot be turned into a grammar: {exc}") from exc
+    return _GRAMMARS[text]
+
+
+class LlamaCppBackend:
+    name = "llamacpp"
+
+    def __init__(
+        self, model_path: Path, *, n_ctx: int = 4096, n_threads: int | None = None
+    ) -> None:
+        self._path = model_path
+        self._n_ctx = n_ctx
+        self._n_threads = n_threads or max(1, (os.cpu_count() or 2))
+
+    @property
+    def model(self) -> str:
+        return self._path.name
+
+    def complete(self, request: SLMRequest) -> SLMResponse:
+        llama, lock = load_llama(self._path, self._n_ctx, self._n_threads)
+        grammar = grammar_for(dict(request.json_schema))
+        messages = [{"role": m.role, "content": m.content} for m in request.messages]
+        deadline = time.monotonic() + request.timeout_s
+        pieces: list[str] = []
+        finish = "length"
+        with lock:
+            llama.reset()
+            try:
+                stream = llama.create_chat_completion(
+                    messages=messages,
+                    grammar=grammar,
+                    max_tokens=request.max_tokens,
+                    temperature=request.temperature,
+                    seed=request.seed,
+                    stream=True,
+                )
+                for chunk in stream:
+                    choice = chunk["choices"][0]
+                    pieces.append(choice["delta"].get("content") or "")
+                    if choice.get("finish_reason"):
+                        finish = choice["finish_reason"]
+                    if time.monotonic() > deadline:
+                        stream.close()
+                        raise SLMTimeout(request.task, f"no answer within {request.timeout_s} s")
+            except ValueError as exc:  # llama.cpp: prompt longer than the context
+                raise SLMUnavailable(request.task, str(exc)) from exc
+            completion_tokens = sum(1 for p in pieces if p)
+            prompt_tokens = max(0, int(llama.n_tokens) - completion_tokens)
+        return SLMResponse("".join(pieces), prompt_tokens, completion_tokens, self.model, finish)
+
+    def close(self) -> None:
+        return None  # models are shared per process

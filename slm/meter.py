@@ -1,0 +1,101 @@
+"""One meter for every model call: calls, failures, fallbacks, tokens and latency per task.
+
+``add()``, ``search()`` and the benchmarks read it; a snapshot is a plain dict.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+
+@dataclass
+class TaskStats:
+    calls: int = 0
+    ok: int = 0
+    invalid: int = 0
+    timeouts: int = 0
+    unavailable: int = 0
+    fallbacks: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latencies_s: list[float] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "calls": self.calls,
+            "ok": self.ok,
+            "invalid": self.invalid,
+            "timeouts": self.timeouts,
+            "unavailable": self.unavailable,
+            "fallbacks": self.fallbacks,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "latencies_s": list(self.latencies_s),
+        }
+
+
+class Meter:
+    """Thread-safe counters, keyed by task name.
+
+    >>> meter = Meter()
+    >>> meter.record_call("writer", ok=True, prompt_tokens=120, completion_tokens=30, latency_s=0.5)
+    >>> meter.totals()["calls"], meter.totals()["prompt_tokens"]
+    (1, 120)
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._tasks: dict[str, TaskStats] = defaultdict(TaskStats)
+
+    def record_call(
+        self,
+        task: str,
+        *,
+        ok: bool,
+        prompt_tokens: int,
+        completion_tokens: int,
+        latency_s: float,
+        failure: str | None = None,
+    ) -> None:
+        with self._lock:
+            stats = self._tasks[task]
+            stats.calls += 1
+            stats.prompt_tokens += prompt_tokens
+            stats.completion_tokens += completion_tokens
+            stats.latencies_s.append(latency_s)
+            if ok:
+                stats.ok += 1
+            elif failure == "timeout":
+                stats.timeouts += 1
+            elif failure == "unavailable":
+                stats.unavailable += 1
+            else:
+                stats.invalid += 1
+
+    def record_fallback(self, task: str) -> None:
+        with self._lock:
+            self._tasks[task].fallbacks += 1
+
+    def snapshot(self) -> dict[str, dict[str, object]]:
+        with self._lock:
+            return {task: stats.as_dict() for task, stats in self._tasks.items()}
+
+    def totals(self) -> dict[str, int]:
+        with self._lock:
+            keys = (
+                "calls",
+                "ok",
+                "invalid",
+                "timeouts",
+                "unavailable",
+                "fallbacks",
+                "prompt_tokens",
+                "completion_tokens",
+            )
+            return {k: sum(int(getattr(s, k)) for s in self._tasks.values()) for k in keys}
+
+    def reset(self) -> None:
+        with self._lock:
+            self._tasks.clear()

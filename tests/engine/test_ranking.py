@@ -1,0 +1,61 @@
+"""Fusion and budget arithmetic, and the hybrid first stage that uses them."""
+
+from __future__ import annotations
+
+import pytest
+from tiermem import Memory
+from tiermem.ranking import reciprocal_rank_fusion, split_budget
+
+from tests.conftest import chat
+
+
+def test_rrf_scores_and_explains_ranks() -> None:
+    fused = reciprocal_rank_fusion({"dense": ["a", "b", "c"], "bm25": ["c", "a"]}, k=60)
+    assert [f.key for f in fused] == ["a", "c", "b"]
+    assert fused[0].score == pytest.approx(1 / 61 + 1 / 62)
+    assert dict(fused[1].ranks) == {"dense": 3, "bm25": 1}
+
+
+def test_rrf_weights_and_duplicate_keys() -> None:
+    fused = reciprocal_rank_fusion(
+        {"q0": ["x", "y"], "q1": ["y", "y", "z"]}, weights={"q0": 3.0, "q1": 1.0}
+    )
+    assert [f.key for f in fused] == ["y", "x", "z"]
+    assert fused[0].score == pytest.approx(3 / 62 + 1 / 61)  # "y" counted once in q1
+    assert dict(fused[2].ranks) == {"q1": 3}
+
+
+@pytest.mark.parametrize(
+    ("total", "weights", "expected"),
+    [
+        (10, [1, 1], [5, 5]),
+        (10, [1, 1, 1], [4, 3, 3]),
+        (5, [2, 1, 1], [3, 1, 1]),
+        (4, [10, 1, 1], [2, 1, 1]),
+        (2, [1, 1, 1], [1, 1, 0]),
+        (6, [1, 0], [6, 0]),
+        (0, [1, 2], [0, 0]),
+        (7, [0, 0], [0, 0]),
+    ],
+)
+def test_split_budget(total: int, weights: list[float], expected: list[int]) -> None:
+    shares = split_budget(total, weights)
+    assert shares == expected
+    assert sum(shares) == (total if any(weights) else 0)
+
+
+def test_split_budget_refuses_nonsense() -> None:
+    with pytest.raises(ValueError, match="non-negative"):
+        split_budget(3, [1, -1])
+
+
+def test_lexical_match_is_found_when_dense_alone_would_miss_it(memory: Memory) -> None:
+    """BM25 finds an exact rare token (a flight number) among many lexically similar turns."""
+    filler = [
+        ("user", f"I talked about flights and trips with my friend number {i}.") for i in range(30)
+    ]
+    memory.add(chat(*filler, ("user", "My booking reference is QX7TZ9.")), user_id="ana")
+    hits = memory.search("QX7TZ9", "ana", k=3)
+    assert "QX7TZ9" in hits[0].entry.text
+    assert hits[0].explanation.components["bm25"] > 0
+    assert "rrf" in hits[0].explanation.components
