@@ -2,18 +2,29 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from tiermem.clock import Clock, SystemClock
-from tiermem.config import TiermemConfig
+from tiermem.config import RoleConfig, TiermemConfig
 from tiermem.embedding import Embedder, build_embedder
 from tiermem.generator import ExtractiveGenerator, Generator
 from tiermem.journal import Journal
 from tiermem.pipeline.extract import EntryExtractor, TurnExtractor
 from tiermem.pipeline.plan import PassthroughPlanner, Planner, Selector, TopKSelector
+from tiermem.slm.meter import Meter
 from tiermem.stm import ShortTermMemory
 from tiermem.stores import MTMStore, build_mtm_store
 from tiermem.tokens import ApproxTokenCounter, TokenCounter
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Write and read thresholds taken from the configuration."""
+
+    merge_threshold: float = 0.92
+    capacity: int = 10_000
+    candidate_multiplier: int = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,12 +39,17 @@ class Components:
     generator: Generator
     tokens: TokenCounter
     clock: Clock
+    policy: Policy = Policy()
+    meter: Meter = field(default_factory=Meter)
+    closers: tuple[Callable[[], None], ...] = ()
 
 
 def build_components(config: TiermemConfig, clock: Clock | None = None) -> Components:
     """Build every collaborator that ``config`` names. Models load lazily, on first use."""
     embedder = build_embedder(config.embedder)
     tokens = ApproxTokenCounter()
+    meter = Meter()
+    roles = _build_roles(config, meter)
     store = build_mtm_store(config.mtm, embedder.dim)
     try:
         journal = Journal(config.journal.path)
@@ -45,10 +61,60 @@ def build_components(config: TiermemConfig, clock: Clock | None = None) -> Compo
         store=store,
         journal=journal,
         stm=ShortTermMemory(config.stm, tokens),
-        extractor=TurnExtractor(),
-        planner=PassthroughPlanner(),
-        selector=TopKSelector(),
-        generator=ExtractiveGenerator(),
         tokens=tokens,
         clock=clock or SystemClock(),
+        policy=Policy(
+            config.slm.merge_threshold, config.mtm.capacity, config.slm.candidate_multiplier
+        ),
+        meter=meter,
+        planner=roles.planner,
+        selector=roles.selector,
+        extractor=roles.extractor,
+        generator=roles.generator,
+        closers=roles.closers,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Roles:
+    planner: Planner
+    selector: Selector
+    extractor: EntryExtractor
+    generator: Generator
+    closers: tuple[Callable[[], None], ...]
+
+
+def _build_roles(config: TiermemConfig, meter: Meter) -> _Roles:
+    """The SLM roles the configuration turns on, model-free stages for the rest."""
+    from tiermem.slm.registry import BackendPool, role_runtime
+    from tiermem.slm.roles.controller import SLMController
+    from tiermem.slm.roles.generator import SLMGenerator
+    from tiermem.slm.roles.selector import SLMSelector
+    from tiermem.slm.roles.writer import SLMWriter
+
+    slm = config.slm
+    pool = BackendPool(slm.models_dir)
+    controller = role_runtime(slm, slm.controller, pool, meter)
+    selector = role_runtime(slm, slm.selector, pool, meter)
+    writer = role_runtime(slm, slm.writer, pool, meter)
+    generator_backend = config.generator.backend or slm.backend
+    generator = (
+        role_runtime(
+            slm,
+            RoleConfig(backend=generator_backend, timeout_s=config.generator.timeout_s),
+            pool,
+            meter,
+        )
+        if config.generator.kind == "model"
+        else None
+    )
+    multiplier = slm.candidate_multiplier
+    return _Roles(
+        planner=SLMController(controller, multiplier)
+        if controller
+        else PassthroughPlanner(multiplier),
+        selector=SLMSelector(selector, slm.selector_min_keep) if selector else TopKSelector(),
+        extractor=SLMWriter(writer, slm.writer_max_turns) if writer else TurnExtractor(),
+        generator=SLMGenerator(generator) if generator else ExtractiveGenerator(),
+        closers=(pool.close,),
     )

@@ -61,11 +61,48 @@ class STMConfig(_Section):
     max_turns: int = Field(default=32, gt=0)
 
 
-class SLMConfig(_Section):
-    """Small-model roles. ``none`` runs the model-free stages (one entry per turn)."""
+class BackendConfig(_Section):
+    """How to reach a model. ``none`` means no model: the model-free stages run instead.
 
-    backend: str = "none"
-    model: str | None = None
+    ``model`` is an alias (``smollm2``, ``qwen0.5b``, ``qwen1.5b``) or a GGUF path for
+    ``llamacpp``, an Ollama tag for ``ollama``, a served model name for ``openai``.
+    """
+
+    kind: Literal["none", "llamacpp", "ollama", "openai", "scripted"] = "none"
+    model: str = "qwen0.5b"
+    host: str = "http://127.0.0.1:11434"
+    keep_alive: str = "30m"
+    base_url: str | None = None
+    api_key: str | None = None
+    response_format: Literal["json_schema", "json_object_schema"] = "json_schema"
+    n_ctx: int = Field(default=4096, ge=512)
+    n_threads: int | None = Field(default=None, gt=0)
+    request_timeout_s: float = Field(default=120.0, gt=0)
+
+
+class RoleConfig(_Section):
+    """One SLM role: on or off, its backend (the shared one if unset) and its budgets."""
+
+    enabled: bool = True
+    backend: BackendConfig | None = None
+    timeout_s: float = Field(default=30.0, gt=0)
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, gt=0)
+
+
+class SLMConfig(_Section):
+    """The online small-model roles. With ``backend.kind = "none"`` every role is model-free:
+    the plain query, first-stage order, one verbatim entry per turn."""
+
+    backend: BackendConfig = BackendConfig()
+    controller: RoleConfig = RoleConfig()
+    selector: RoleConfig = RoleConfig()
+    writer: RoleConfig = RoleConfig(timeout_s=60.0)
+    candidate_multiplier: int = Field(default=2, ge=1, le=8)
+    selector_min_keep: int = Field(default=1, ge=0)
+    merge_threshold: float = Field(default=0.92, gt=0, le=1)
+    writer_max_turns: int = Field(default=8, ge=1, le=8)
+    models_dir: Path = Path("~/.cache/tiermem/models")
 
 
 class LTMConfig(_Section):
@@ -76,9 +113,12 @@ class LTMConfig(_Section):
 
 
 class GeneratorConfig(_Section):
-    """What writes ``answer()``'s text. ``extractive`` quotes the memories it used."""
+    """What writes ``answer()``'s text. ``extractive`` quotes the memories it used; ``model``
+    asks a model (its own backend, or the SLM backend if unset), falling back to extractive."""
 
-    kind: Literal["extractive"] = "extractive"
+    kind: Literal["extractive", "model"] = "extractive"
+    backend: BackendConfig | None = None
+    timeout_s: float = Field(default=60.0, gt=0)
     max_memories: int = Field(default=5, gt=0)
 
 

@@ -217,6 +217,8 @@ class Memory:
             self._c.store.close()
         finally:
             self._c.journal.close()
+            for close in self._c.closers:
+                close()
 
     def __enter__(self) -> Memory:
         return self

@@ -125,11 +125,15 @@ class SearchFilters:
 
 @dataclass(frozen=True, slots=True)
 class AddResult:
-    """What ``add()`` did: the turns it accepted and the MTM entries it wrote."""
+    """What ``add()`` did: the turns it accepted, the entries it added, the existing entries
+    it merged new information into or superseded, and what capacity pressure evicted."""
 
     turns: tuple[Turn, ...]
     entries: tuple[MemoryEntry, ...]
     skipped_turn_ids: tuple[str, ...] = ()
+    merged: tuple[MemoryEntry, ...] = ()
+    superseded: tuple[MemoryEntry, ...] = ()
+    evicted_ids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,6 +74,14 @@ class Meter:
             else:
                 stats.invalid += 1
 
+    def mark_invalid(self, task: str) -> None:
+        """A call that parsed but failed a semantic check (an id that is not a candidate)."""
+        with self._lock:
+            stats = self._tasks[task]
+            if stats.ok:
+                stats.ok -= 1
+                stats.invalid += 1
+
     def record_fallback(self, task: str) -> None:
         with self._lock:
             self._tasks[task].fallbacks += 1

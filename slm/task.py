@@ -67,12 +67,16 @@ def run_task(
     timeout_s: float,
     temperature: float = 0.0,
     max_tokens: int | None = None,
+    schema: dict[str, Any] | None = None,
 ) -> OutputT:
-    """Call the model once and return its validated output, or raise ``SLMError``."""
+    """Call the model once and return its validated output, or raise ``SLMError``.
+
+    ``schema`` narrows the task's schema for this call (valid ids only, say); the output is
+    still validated against the task's pydantic model, and callers check the narrowing."""
     request = SLMRequest(
         task=spec.name,
         messages=tuple(messages),
-        json_schema=spec.json_schema(),
+        json_schema=schema if schema is not None else spec.json_schema(),
         max_tokens=max_tokens or spec.max_tokens,
         temperature=temperature,
         timeout_s=timeout_s,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from tiermem.types import MemoryKind, Role, Turn
+from tiermem.types import MemoryEntry, MemoryKind, Role, Turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +24,7 @@ class CandidateEntry:
     event_time: datetime | None
     session_id: str | None
     stable_key: str | None = None  # same key, same entry id: re-ingesting is idempotent
+    replaces: str | None = None  # id of an existing entry this one supersedes
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +37,16 @@ class EntryExtractor(Protocol):
     @property
     def name(self) -> str: ...
 
-    def extract(self, turns: Sequence[Turn], context: Sequence[Turn]) -> Extraction:
-        """Propose entries for ``turns``; ``context`` is the STM window before them."""
+    @property
+    def wants_existing(self) -> bool:
+        """Whether ``extract`` should see the user's related memories (costs a search)."""
+        ...
+
+    def extract(
+        self, turns: Sequence[Turn], context: Sequence[Turn], existing: Sequence[MemoryEntry]
+    ) -> Extraction:
+        """Propose entries for ``turns``; ``context`` is the STM window before them and
+        ``existing`` the user's stored memories most related to them."""
         ...
 
 
@@ -46,8 +55,11 @@ class TurnExtractor:
     memories, and are skipped."""
 
     name = "turn-v1"
+    wants_existing = False
 
-    def extract(self, turns: Sequence[Turn], context: Sequence[Turn]) -> Extraction:
+    def extract(
+        self, turns: Sequence[Turn], context: Sequence[Turn], existing: Sequence[MemoryEntry] = ()
+    ) -> Extraction:
         kept = [t for t in turns if t.role is not Role.SYSTEM]
         return Extraction(
             candidates=tuple(

@@ -1,4 +1,5 @@
-"""The write path: extract -> materialise -> skip known -> embed -> commit (journal + store).
+"""The write path: unseen turns -> extract (rules, then the writer) -> materialise -> embed ->
+resolve against MTM (add / merge / supersede) -> commit journal + store -> STM -> capacity.
 
 A failure anywhere before the journal commits leaves nothing behind: the store write happens
 inside the journal transaction and is undone if the transaction does not commit.
@@ -6,22 +7,22 @@ inside the journal transaction and is undone if the transaction does not commit.
 
 from __future__ import annotations
 
-import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
 from tiermem.components import Components
-from tiermem.embedding.base import EmbedMode, Vectors, check_vectors
+from tiermem.embedding.base import EmbedMode
 from tiermem.journal import AuditRecord
+from tiermem.pipeline.capacity import enforce_capacity
+from tiermem.pipeline.commit import commit, embed_entries
 from tiermem.pipeline.extract import CandidateEntry
-from tiermem.render import index_text
-from tiermem.types import AddResult, AuditOp, MemoryEntry, Turn
-
-logger = logging.getLogger(__name__)
+from tiermem.pipeline.resolve import Proposed, apply_writes, plan_writes
+from tiermem.types import AddResult, AuditOp, MemoryEntry, SearchFilters, Turn
 
 _ENTRY_NAMESPACE = uuid.UUID("6f1d9c8e-3b0a-5c4e-9d2f-7a1b2c3d4e5f")
+RELATED_MEMORIES = 5
 
 
 def entry_id_for(user_id: str, candidate: CandidateEntry) -> str:
@@ -33,82 +34,70 @@ def entry_id_for(user_id: str, candidate: CandidateEntry) -> str:
 
 def materialise(
     candidates: Sequence[CandidateEntry], user_id: str, now: datetime
-) -> list[MemoryEntry]:
+) -> list[Proposed]:
     return [
-        MemoryEntry(
-            id=entry_id_for(user_id, c),
-            user_id=user_id,
-            text=c.text,
-            kind=c.kind,
-            created_at=now,
-            updated_at=now,
-            event_time=c.event_time,
-            source_turn_ids=c.source_turn_ids,
-            session_id=c.session_id,
+        Proposed(
+            MemoryEntry(
+                id=entry_id_for(user_id, c),
+                user_id=user_id,
+                text=c.text,
+                kind=c.kind,
+                created_at=now,
+                updated_at=now,
+                event_time=c.event_time,
+                source_turn_ids=c.source_turn_ids,
+                session_id=c.session_id,
+            ),
+            c.replaces,
         )
         for c in candidates
     ]
 
 
-def embed_entries(c: Components, entries: Sequence[MemoryEntry]) -> Vectors:
-    texts = [index_text(e) for e in entries]
-    vectors = c.embedder.embed(texts, EmbedMode.DOCUMENT)
-    return check_vectors(vectors, len(texts), c.store.dim, c.embedder.name)
-
-
-def commit(
-    c: Components,
-    records: Sequence[AuditRecord],
-    mutate: Callable[[], None],
-    undo: Callable[[], None],
-    turns: Sequence[Turn] = (),
-) -> None:
-    """Write ``records`` (and ``turns``) and apply ``mutate`` to the store, all or nothing."""
-    try:
-        with c.journal.transaction() as tx:
-            tx.save_turns(turns)
-            tx.record(records)
-            mutate()
-    except BaseException as exc:
-        try:
-            undo()
-        except Exception as undo_exc:  # noqa: BLE001 - reported on the original error below
-            logger.error("undo after a failed write also failed: %s", type(undo_exc).__name__)
-            exc.add_note(f"tiermem: undoing the store write failed too: {undo_exc!r}")
-        raise
+def related_memories(c: Components, user_id: str, turns: Sequence[Turn]) -> list[MemoryEntry]:
+    """The user's stored memories most related to these turns, for the writer to update."""
+    text = " ".join(t.content for t in turns)[:2000]
+    vector = c.embedder.embed([text], EmbedMode.QUERY)[0]
+    hits = c.store.hybrid_search(user_id, vector, text, SearchFilters(), RELATED_MEMORIES)
+    seen: dict[str, MemoryEntry] = {}
+    for hit in [*hits.dense, *hits.lexical]:
+        seen.setdefault(hit.entry.id, hit.entry)
+    return list(seen.values())[:RELATED_MEMORIES]
 
 
 def run_add(c: Components, user_id: str, session_id: str, turns: Sequence[Turn]) -> AddResult:
-    """Store ``turns`` as source turns and the extractor's entries as MTM, then update STM."""
-    extraction = c.extractor.extract(turns, c.stm.window(user_id, session_id))
-    entries = materialise(extraction.candidates, user_id, c.clock.now())
-    known = {e.id for e in c.store.get(user_id, [e.id for e in entries])}
-    fresh = [e for e in entries if e.id not in known]
-    vectors = embed_entries(c, fresh) if fresh else None
-    now = c.clock.now()
-    records = [
-        AuditRecord(
-            now,
-            user_id,
-            e.id,
-            AuditOp.ADD,
-            None,
-            e.text,
-            c.extractor.name,
-            {"source_turn_ids": list(e.source_turn_ids), "kind": e.kind.value},
-        )
-        for e in fresh
-    ]
-    ids = [e.id for e in fresh]
-
-    def mutate() -> None:
-        if vectors is not None:
-            c.store.upsert(user_id, fresh, vectors)
-
-    commit(c, records, mutate, undo=lambda: c.store.delete(user_id, ids), turns=turns)
-    c.stm.append(turns)
-    already = tuple(tid for e in entries if e.id in known for tid in e.source_turn_ids)
-    return AddResult(tuple(turns), tuple(fresh), extraction.skipped_turn_ids + already)
+    known = c.journal.turns(user_id, [t.turn_id for t in turns])
+    new_turns = [t for t in turns if t.turn_id not in known]  # re-adding costs nothing
+    context = c.stm.window(user_id, session_id)
+    existing = (
+        related_memories(c, user_id, new_turns) if new_turns and c.extractor.wants_existing else []
+    )
+    extraction = c.extractor.extract(new_turns, context, existing)
+    proposed = materialise(extraction.candidates, user_id, c.clock.now())
+    stored = {e.id for e in c.store.get(user_id, [p.entry.id for p in proposed])}
+    proposed = [p for p in proposed if p.entry.id not in stored]
+    vectors = embed_entries(c, [p.entry for p in proposed]) if proposed else None
+    plan = (
+        plan_writes(c, user_id, proposed, vectors, c.policy.merge_threshold)
+        if vectors is not None
+        else None
+    )
+    if plan is not None:
+        apply_writes(c, user_id, plan, new_turns, c.extractor.name)
+    elif new_turns:
+        commit(c, [], lambda: None, lambda: None, new_turns)  # the turns are still the record
+    c.stm.append(new_turns)
+    evicted = enforce_capacity(c, user_id, c.policy.capacity, c.policy.merge_threshold)
+    return AddResult(
+        turns=tuple(turns),
+        entries=tuple(plan.adds) if plan else (),
+        skipped_turn_ids=extraction.skipped_turn_ids + tuple(known),
+        merged=tuple(new for _, new, _ in plan.merges) if plan else (),
+        superseded=tuple(replace(old, superseded_by=new.id) for old, new in plan.supersedes)
+        if plan
+        else (),
+        evicted_ids=evicted,
+    )
 
 
 def run_update(c: Components, old: MemoryEntry, text: str) -> MemoryEntry:

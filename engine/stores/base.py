@@ -73,6 +73,10 @@ class MTMStore(Protocol):
         """Record that entries were retrieved."""
         ...
 
+    def set_superseded(self, user_id: str, links: Mapping[str, str | None]) -> None:
+        """Point entries at the entry that replaced them (``None`` clears the link)."""
+        ...
+
     def delete(self, user_id: str, ids: Sequence[str]) -> None:
         """Remove these entries; unknown ids are ignored."""
         ...

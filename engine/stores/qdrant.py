@@ -258,20 +258,24 @@ class QdrantStore:
         ]
 
     def set_access(self, user_id: str, updates: Mapping[str, AccessUpdate]) -> None:
+        self._set_payloads(
+            user_id,
+            {
+                i: {"access_count": u.access_count, "last_accessed": u.last_accessed.isoformat()}
+                for i, u in updates.items()
+            },
+        )
+
+    def set_superseded(self, user_id: str, links: Mapping[str, str | None]) -> None:
+        self._set_payloads(user_id, {i: {"superseded_by": new} for i, new in links.items()})
+
+    def _set_payloads(self, user_id: str, payloads: Mapping[str, dict[str, Any]]) -> None:
         name = self._collection(user_id, create=False)
-        if name is None or not updates:
+        if name is None or not payloads:
             return
         operations: list[models.UpdateOperation] = [
-            models.SetPayloadOperation(
-                set_payload=models.SetPayload(
-                    payload={
-                        "access_count": update.access_count,
-                        "last_accessed": update.last_accessed.isoformat(),
-                    },
-                    points=[entry_id],
-                )
-            )
-            for entry_id, update in updates.items()
+            models.SetPayloadOperation(set_payload=models.SetPayload(payload=p, points=[i]))
+            for i, p in payloads.items()
         ]
         self._call(
             "batch_update_points", lambda: self._client.batch_update_points(name, operations)

@@ -106,6 +106,13 @@ class ReferenceStore:
                         last_accessed=update.last_accessed,
                     )
 
+    def set_superseded(self, user_id: str, links: Mapping[str, str | None]) -> None:
+        with self._lock:
+            by_id = self._entries.get(user_id, {})
+            for entry_id, new_id in links.items():
+                if entry_id in by_id:
+                    by_id[entry_id] = replace(by_id[entry_id], superseded_by=new_id)
+
     def delete(self, user_id: str, ids: Sequence[str]) -> None:
         with self._lock:
             for entry_id in ids:

@@ -1,0 +1,109 @@
+"""Stage: keep a user's MTM within its capacity B.
+
+Over capacity, the store is brought down to a low-water mark (95% of B) so the work runs
+rarely. Victims, in order: superseded entries (already replaced), then the entries of lowest
+utility (stale and rarely used). A victim with a live near-duplicate is merged into it first
+(its source turns survive there); every removal is an audit row with its reason.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
+
+from tiermem.components import Components
+from tiermem.journal import AuditRecord
+from tiermem.pipeline.commit import commit, embed_entries
+from tiermem.types import AuditOp, MemoryEntry, SearchFilters
+
+LOW_WATER = 0.95
+
+
+def utility(entry: MemoryEntry, now: datetime, half_life_days: float = 30.0) -> float:
+    """How worth keeping an entry is: use (log of access count) times freshness, where
+    freshness halves every ``half_life_days`` since the entry was last written or used.
+
+    >>> from datetime import UTC, datetime, timedelta
+    >>> from tiermem.types import MemoryEntry, MemoryKind
+    >>> t = datetime(2026, 1, 1, tzinfo=UTC)
+    >>> e = MemoryEntry("a", "u", "x", MemoryKind.FACT, t, t)
+    >>> round(utility(e, t + timedelta(days=30)), 3), round(utility(e, t), 3)
+    (0.5, 1.0)
+    """
+    last = max(entry.updated_at, entry.last_accessed or entry.updated_at)
+    age_days = max(0.0, (now - last).total_seconds() / 86_400)
+    freshness: float = 0.5 ** (age_days / half_life_days)
+    return (1.0 + math.log1p(entry.access_count)) * freshness
+
+
+def eviction_order(entries: Sequence[MemoryEntry], now: datetime) -> list[MemoryEntry]:
+    """Superseded entries first (oldest first), then live entries by rising utility."""
+    return sorted(
+        entries, key=lambda e: (e.superseded_by is None, utility(e, now), e.updated_at, e.id)
+    )
+
+
+def enforce_capacity(
+    c: Components, user_id: str, capacity: int, merge_threshold: float
+) -> tuple[str, ...]:
+    count = c.store.count(user_id)
+    if count <= capacity:
+        return ()
+    now = c.clock.now()
+    entries = c.store.list_entries(user_id, SearchFilters(include_superseded=True))
+    victims = eviction_order(entries, now)[: count - int(capacity * LOW_WATER)]
+    victim_ids = {v.id for v in victims}
+    keepers: dict[str, MemoryEntry] = {}
+    records: list[AuditRecord] = []
+    vectors = embed_entries(c, victims)
+    for victim, vector in zip(victims, vectors, strict=True):
+        reason = "superseded" if victim.superseded_by else "low utility"
+        if victim.superseded_by is None:
+            for hit in c.store.search(user_id, vector, SearchFilters(), 2):
+                if hit.entry.id not in victim_ids and hit.score >= merge_threshold:
+                    keeper = keepers.get(hit.entry.id, hit.entry)
+                    sources = tuple(dict.fromkeys(keeper.source_turn_ids + victim.source_turn_ids))
+                    keepers[keeper.id] = replace(keeper, source_turn_ids=sources, updated_at=now)
+                    records.append(
+                        AuditRecord(
+                            now,
+                            user_id,
+                            keeper.id,
+                            AuditOp.MERGE,
+                            keeper.text,
+                            keeper.text,
+                            "capacity",
+                            {"absorbed": victim.id},
+                        )
+                    )
+                    reason = f"merged into {keeper.id}"
+                    break
+        records.append(
+            AuditRecord(
+                now,
+                user_id,
+                victim.id,
+                AuditOp.DELETE,
+                victim.text,
+                None,
+                "capacity",
+                {"reason": reason, "utility": round(utility(victim, now), 6)},
+            )
+        )
+    merged = list(keepers.values())
+    merged_before = c.store.get(user_id, [k.id for k in merged])
+
+    def mutate() -> None:
+        if merged:
+            c.store.upsert(user_id, merged, embed_entries(c, merged))
+        c.store.delete(user_id, [v.id for v in victims])
+
+    def undo() -> None:
+        c.store.upsert(user_id, victims, vectors)
+        if merged_before:
+            c.store.upsert(user_id, merged_before, embed_entries(c, merged_before))
+
+    commit(c, records, mutate, undo)
+    return tuple(v.id for v in victims)

@@ -1,0 +1,158 @@
+"""Stage: decide what each proposed entry does to the user's MTM, then apply it atomically.
+
+- ``replaces`` an existing entry (the writer saw it change): the new entry is added and the
+  old one is kept with ``superseded_by`` set (SUPERSEDE), never overwritten.
+- near an existing entry (cosine >= the merge threshold): merged into it (MERGE): the newer
+  text wins, the source turns are united, the old text stays in its history.
+- otherwise: added (ADD).
+Verbatim turn entries are never merged: each turn keeps its own entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+import numpy as np
+from tiermem.components import Components
+from tiermem.embedding.base import Vectors
+from tiermem.journal import AuditRecord
+from tiermem.pipeline.commit import commit, embed_entries
+from tiermem.types import AuditOp, MemoryEntry, MemoryKind, SearchFilters, Turn
+
+
+@dataclass(frozen=True, slots=True)
+class Proposed:
+    entry: MemoryEntry
+    replaces: str | None = None
+
+
+@dataclass
+class WritePlan:
+    adds: list[MemoryEntry] = field(default_factory=list)
+    add_vectors: list[Vectors] = field(default_factory=list)
+    merges: list[tuple[MemoryEntry, MemoryEntry, float]] = field(default_factory=list)
+    merge_vectors: list[Vectors] = field(default_factory=list)
+    supersedes: list[tuple[MemoryEntry, MemoryEntry]] = field(default_factory=list)  # old, new
+
+
+def merged_entry(old: MemoryEntry, new: MemoryEntry, now: datetime) -> MemoryEntry:
+    sources = tuple(dict.fromkeys(old.source_turn_ids + new.source_turn_ids))
+    return replace(
+        old,
+        text=new.text,
+        updated_at=now,
+        source_turn_ids=sources,
+        event_time=new.event_time or old.event_time,
+        confidence=max(old.confidence, new.confidence),
+    )
+
+
+def plan_writes(
+    c: Components,
+    user_id: str,
+    proposed: Sequence[Proposed],
+    vectors: Vectors,
+    merge_threshold: float,
+) -> WritePlan:
+    plan = WritePlan()
+    now = c.clock.now()
+    for item, vector in zip(proposed, vectors, strict=True):
+        entry = item.entry
+        if item.replaces is not None:
+            target = c.store.get(user_id, [item.replaces])
+            if target and target[0].superseded_by is None:
+                plan.supersedes.append((target[0], entry))
+                plan.adds.append(entry)
+                plan.add_vectors.append(vector)
+                continue
+        if entry.kind is not MemoryKind.TURN:
+            twin = _nearest(c, user_id, vector, plan, merge_threshold)
+            if twin is not None:
+                old, similarity = twin
+                plan.merges.append((old, merged_entry(old, entry, now), similarity))
+                continue
+        plan.adds.append(entry)
+        plan.add_vectors.append(vector)
+    if plan.merges:
+        plan.merge_vectors = list(embed_entries(c, [new for _, new, _ in plan.merges]))
+    return plan
+
+
+def _nearest(
+    c: Components, user_id: str, vector: Vectors, plan: WritePlan, threshold: float
+) -> tuple[MemoryEntry, float] | None:
+    """The most similar stored live entry at or above ``threshold``, unless this batch already
+    merged into it (then the new entry stays apart rather than merging twice unseen)."""
+    for hit in c.store.search(user_id, vector, SearchFilters(), 1):
+        merged_already = any(hit.entry.id == old.id for old, _, _ in plan.merges)
+        if hit.entry.kind is not MemoryKind.TURN and hit.score >= threshold and not merged_already:
+            return hit.entry, hit.score
+    return None
+
+
+def apply_writes(
+    c: Components, user_id: str, plan: WritePlan, turns: Sequence[Turn], actor: str
+) -> None:
+    now = c.clock.now()
+    records = [
+        AuditRecord(
+            now,
+            user_id,
+            e.id,
+            AuditOp.ADD,
+            None,
+            e.text,
+            actor,
+            {"source_turn_ids": list(e.source_turn_ids), "kind": e.kind.value},
+        )
+        for e in plan.adds
+    ]
+    records += [
+        AuditRecord(
+            now,
+            user_id,
+            old.id,
+            AuditOp.MERGE,
+            old.text,
+            new.text,
+            actor,
+            {"similarity": round(similarity, 4), "source_turn_ids": list(new.source_turn_ids)},
+        )
+        for old, new, similarity in plan.merges
+    ]
+    records += [
+        AuditRecord(
+            now,
+            user_id,
+            old.id,
+            AuditOp.SUPERSEDE,
+            old.text,
+            new.text,
+            actor,
+            {"superseded_by": new.id},
+        )
+        for old, new in plan.supersedes
+    ]
+    add_ids = [e.id for e in plan.adds]
+    olds = [old for old, _, _ in plan.merges]
+
+    def mutate() -> None:
+        if plan.adds:
+            c.store.upsert(user_id, plan.adds, np.stack(plan.add_vectors))
+        if plan.merges:
+            c.store.upsert(
+                user_id, [new for _, new, _ in plan.merges], np.stack(plan.merge_vectors)
+            )
+        if plan.supersedes:
+            c.store.set_superseded(user_id, {old.id: new.id for old, new in plan.supersedes})
+
+    def undo() -> None:
+        c.store.delete(user_id, add_ids)
+        if olds:
+            c.store.upsert(user_id, olds, embed_entries(c, olds))
+        if plan.supersedes:
+            c.store.set_superseded(user_id, {old.id: None for old, _ in plan.supersedes})
+
+    commit(c, records, mutate, undo, turns)

@@ -1,0 +1,105 @@
+"""A cheap rule filter in front of the writer: greetings, acknowledgements and restatements
+cost no model call. Pure functions.
+
+>>> from datetime import UTC, datetime
+>>> from tiermem.types import Role, Turn
+>>> t = lambda c, r=Role.USER: Turn("t", "u", "s", r, "Ana", c, datetime(2026, 1, 1, tzinfo=UTC))
+>>> small_talk_reason(t("Thanks a lot!"), None)
+'acknowledgement'
+>>> small_talk_reason(t("I moved to Porto in May."), None) is None
+True
+"""
+
+from __future__ import annotations
+
+import re
+
+from tiermem.types import Role, Turn
+
+_WORD = re.compile(r"[a-z0-9']+")
+_GREETING = re.compile(
+    r"^(hi|hey|hello|hiya|yo|good (morning|afternoon|evening|night)|bye|goodbye|see you"
+    r"( later| soon| tomorrow)?|take care|talk (to you )?(later|soon)|have a (good|nice|great)"
+    r" (day|one|evening|night|weekend))\b"
+)
+_ACK = re.compile(
+    r"^(ok(ay)?|k|sure|yes|yeah|yep|no|nope|thanks?( you)?( so much| a lot)?|thx|ty|cool|great|"
+    r"nice|awesome|got it|noted|understood|sounds good|perfect|lol|haha+|wow|right|alright|"
+    r"you're welcome|no problem|np|of course|indeed|true|exactly)\b"
+)
+# Words that may follow a greeting or acknowledgement without making it carry content.
+_FILLER = {
+    "so",
+    "much",
+    "a",
+    "lot",
+    "again",
+    "too",
+    "really",
+    "very",
+    "you",
+    "man",
+    "all",
+    "then",
+    "for",
+    "that",
+    "it",
+    "the",
+    "help",
+    "there",
+    "everyone",
+    "friend",
+    "buddy",
+    "to",
+    "later",
+    "soon",
+    "see",
+    "how",
+    "are",
+    "doing",
+    "good",
+    "great",
+    "nice",
+    "meet",
+    "chat",
+    "hope",
+    "well",
+    "your",
+    "day",
+    "morning",
+    "evening",
+    "night",
+    "talk",
+    "bye",
+    "and",
+}
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def small_talk_reason(turn: Turn, previous: Turn | None) -> str | None:
+    """Why ``turn`` carries nothing worth remembering, or ``None`` if it may."""
+    if turn.role is Role.SYSTEM:
+        return "system"
+    words = _words(turn.content)
+    if not words:
+        return "empty"
+    text = " ".join(words)
+    for pattern, reason in ((_GREETING, "greeting"), (_ACK, "acknowledgement")):
+        match = pattern.match(text)
+        if match and set(words[len(_words(match.group(0))) :]) <= _FILLER:
+            return reason
+    if previous is not None and turn.role is Role.ASSISTANT and _restates(words, previous):
+        return "restatement"
+    return None
+
+
+def _restates(words: list[str], previous: Turn) -> bool:
+    """An assistant turn that mostly repeats the previous turn's content words adds nothing."""
+    mine = {w for w in words if len(w) > 2}
+    theirs = {w for w in _words(previous.content) if len(w) > 2}
+    if not mine or not theirs:
+        return False
+    return len(mine - theirs) <= max(1, len(mine) // 5) and len(mine) <= 2 * len(theirs)

@@ -1,0 +1,75 @@
+"""SLM-3, the writer: turn an exchange into short, self-contained MTM entries."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+from tiermem.slm.base import ChatMessage
+from tiermem.slm.prompts.sections import clip, render
+from tiermem.slm.task import TaskSpec
+
+VERSION = "writer-v1"
+MAX_ENTRIES = 5
+
+
+class WrittenEntry(BaseModel):
+    text: str = Field(min_length=3, max_length=220)
+    kind: Literal["fact", "event", "preference", "plan"]
+    turns: list[int] = Field(min_length=1, max_length=8)
+    date: str = Field(max_length=10, description="YYYY-MM-DD of the event, or empty")
+    replaces: int = Field(ge=0, le=8, description="number of an existing memory it updates")
+
+
+class WriterOutput(BaseModel):
+    entries: list[WrittenEntry] = Field(max_length=MAX_ENTRIES)
+
+
+SPEC = TaskSpec("writer", VERSION, WriterOutput, max_tokens=400)
+
+
+def schema(turns: int, existing: int) -> dict[str, Any]:
+    """This call's schema: turn numbers and replaced-memory numbers that exist."""
+    base = SPEC.json_schema()
+    entry = base["properties"]["entries"]["items"]
+    entry["properties"]["turns"]["items"] = {"type": "integer", "enum": list(range(1, turns + 1))}
+    entry["properties"]["replaces"] = {"type": "integer", "enum": list(range(0, existing + 1))}
+    return base
+
+
+@dataclass(frozen=True, slots=True)
+class WriterInput:
+    turns: Sequence[str]  # "date · Speaker: text", numbered by the prompt
+    context: Sequence[str]  # earlier turns of the session, unnumbered
+    existing: Sequence[str]  # "[date] text" of related memories already stored
+
+
+def build_messages(inp: WriterInput) -> list[ChatMessage]:
+    numbered = "\n".join(f"[{i}] {clip(t, 400)}" for i, t in enumerate(inp.turns, 1))
+    context = "\n".join(clip(t, 200) for t in inp.context) or "(none)"
+    existing = "\n".join(f"[{i}] {clip(e, 220)}" for i, e in enumerate(inp.existing, 1)) or "(none)"
+    return render(
+        role="You write a user's long-term memory from their conversations.",
+        task=(
+            "From the numbered turns, write short, self-contained memories worth keeping: facts "
+            "about the people, their preferences, events with their dates, and plans with their "
+            "details. Each memory names the person (never 'I' or 'he') and gives absolute dates. "
+            "List the numbers of the turns it comes from. If it changes or corrects one of the "
+            "existing memories, give that memory's number in replaces, else 0."
+        ),
+        constraints=[
+            f"At most {MAX_ENTRIES} memories; none for greetings or small talk.",
+            "One fact per memory, under 30 words, in the third person.",
+            "Copy names, numbers and places exactly as written.",
+        ],
+        output_format=(
+            'JSON: {"entries": [{"text": str, "kind": "fact"|"event"|"preference"|"plan", '
+            '"turns": [numbers], "date": "YYYY-MM-DD" or "", "replaces": number}]}'
+        ),
+        input_text=(
+            f"Earlier in the session:\n{context}\n\nExisting memories:\n{existing}\n\n"
+            f"Turns:\n{numbered}"
+        ),
+    )

@@ -1,0 +1,1 @@
+"""The online SLM roles, each implementing an engine stage interface."""

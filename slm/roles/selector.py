@@ -1,0 +1,83 @@
+"""SLM-2 as the read path's selector: keeps at most K of the <= 2K candidates.
+
+The model returns the numbers of supporting candidates, most useful first; each kept
+candidate's selector score is ``1 - (position / K)``, so the order is the model's and the
+scores can be evaluated and tuned. ``min_keep`` fills up from the first-stage order when the
+model keeps fewer (a weak model returning nothing must not empty the context).
+
+Fallback (counted): on invalid output, timeout or an unreachable backend, the first K
+candidates in fused first-stage order.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from tiermem.errors import SLMError, SLMOutputInvalid
+from tiermem.pipeline.plan import Candidate, Selection
+from tiermem.render import render_memory
+from tiermem.slm.prompts import selector as prompt
+from tiermem.slm.roles.common import RoleRuntime
+from tiermem.slm.task import run_task
+
+logger = logging.getLogger(__name__)
+
+
+class SLMSelector:
+    name = "slm-selector"
+
+    def __init__(self, runtime: RoleRuntime, min_keep: int = 1) -> None:
+        self._rt = runtime
+        self._min_keep = min_keep
+
+    def select(self, queries: Sequence[str], candidates: Sequence[Candidate], k: int) -> Selection:
+        if not candidates:
+            return Selection((), "passthrough")
+        shown = list(candidates[: prompt.MAX_CANDIDATES])
+        inp = prompt.SelectorInput(queries, [render_memory(c.entry) for c in shown], k)
+        try:
+            output = run_task(
+                self._rt.backend,
+                prompt.SPEC,
+                prompt.build_messages(inp),
+                self._rt.meter,
+                timeout_s=self._rt.timeout_s,
+                temperature=self._rt.temperature,
+                max_tokens=self._rt.max_tokens,
+                schema=prompt.schema(len(shown), k),
+            )
+        except SLMError as exc:
+            return self._fallback(candidates, k, exc)
+        try:
+            picked = self._checked(output.supporting, len(shown), k)
+        except SLMOutputInvalid as exc:
+            self._rt.meter.mark_invalid(prompt.SPEC.name)  # parsed, but named non-candidates
+            return self._fallback(candidates, k, exc)
+        kept = [(shown[i], 1.0 - pos / k) for pos, i in enumerate(picked)]
+        if len(kept) < min(self._min_keep, k):
+            chosen = set(picked)
+            for i, c in enumerate(shown):
+                if len(kept) >= min(self._min_keep, k):
+                    break
+                if i not in chosen:
+                    kept.append((c, 0.0))
+        return Selection(tuple(kept), "model")
+
+    def _fallback(self, candidates: Sequence[Candidate], k: int, exc: SLMError) -> Selection:
+        self._rt.meter.record_fallback(prompt.SPEC.name)
+        logger.warning("selector fell back to first-stage order: %s", type(exc).__name__)
+        return Selection(tuple((c, c.fused) for c in candidates[:k]), "fallback")
+
+    def _checked(self, numbers: Sequence[int], count: int, k: int) -> list[int]:
+        """Model numbers -> candidate indices; out-of-range numbers make the output invalid,
+        repeats are ignored, and only the first ``k`` count."""
+        picked: list[int] = []
+        for n in numbers:
+            if not 1 <= n <= count:
+                raise SLMOutputInvalid(
+                    prompt.SPEC.name, str(list(numbers)), f"number {n} is not a candidate"
+                )
+            if n - 1 not in picked:
+                picked.append(n - 1)
+        return picked[:k]

@@ -1,0 +1,127 @@
+"""SLM-3 as the write path's extractor.
+
+Small talk is dropped by rules first (no model call). The remaining turns go to the model in
+chunks of at most ``max_turns`` turns, with the session's earlier turns as context and the
+user's related memories so the model can mark an update (``replaces``).
+
+Fallback (counted): on invalid output, timeout or an unreachable backend, the chunk's turns
+are stored verbatim, one entry per turn, so nothing said is lost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from datetime import UTC, date, datetime, time
+
+from tiermem.errors import SLMError, SLMOutputInvalid
+from tiermem.pipeline.extract import CandidateEntry, Extraction, TurnExtractor
+from tiermem.render import human_date, render_memory
+from tiermem.slm.prompts import writer as prompt
+from tiermem.slm.roles.common import RoleRuntime
+from tiermem.slm.task import run_task
+from tiermem.smalltalk import small_talk_reason
+from tiermem.types import MemoryEntry, MemoryKind, Turn
+
+logger = logging.getLogger(__name__)
+
+
+def _event_time(value: str, sources: Sequence[Turn]) -> datetime:
+    """The stated date (at noon UTC) if the model gave a valid one, else when it was said."""
+    try:
+        if value:
+            return datetime.combine(date.fromisoformat(value), time(12), UTC)
+    except ValueError:
+        pass
+    return max(t.timestamp for t in sources)
+
+
+class SLMWriter:
+    name = "slm-writer"
+    wants_existing = True
+
+    def __init__(self, runtime: RoleRuntime, max_turns: int = 8, context_turns: int = 4) -> None:
+        self._rt = runtime
+        self._max_turns = max_turns
+        self._context_turns = context_turns
+
+    def extract(
+        self, turns: Sequence[Turn], context: Sequence[Turn], existing: Sequence[MemoryEntry]
+    ) -> Extraction:
+        kept: list[Turn] = []
+        skipped: list[str] = []
+        previous = context[-1] if context else None
+        for turn in turns:
+            (
+                skipped.append(turn.turn_id)
+                if small_talk_reason(turn, previous)
+                else kept.append(turn)
+            )
+            previous = turn
+        candidates: list[CandidateEntry] = []
+        before = list(context)
+        for start in range(0, len(kept), self._max_turns):
+            chunk = kept[start : start + self._max_turns]
+            candidates.extend(self._write(chunk, before[-self._context_turns :], existing))
+            before.extend(chunk)
+        return Extraction(tuple(candidates), tuple(skipped))
+
+    def _write(
+        self, chunk: Sequence[Turn], context: Sequence[Turn], existing: Sequence[MemoryEntry]
+    ) -> list[CandidateEntry]:
+        shown = list(existing[: prompt.MAX_ENTRIES + 3])
+        inp = prompt.WriterInput(
+            turns=[f"{human_date(t.timestamp)} · {t.speaker}: {t.content}" for t in chunk],
+            context=[f"{t.speaker}: {t.content}" for t in context],
+            existing=[render_memory(e) for e in shown],
+        )
+        try:
+            output = run_task(
+                self._rt.backend,
+                prompt.SPEC,
+                prompt.build_messages(inp),
+                self._rt.meter,
+                timeout_s=self._rt.timeout_s,
+                temperature=self._rt.temperature,
+                max_tokens=self._rt.max_tokens,
+                schema=prompt.schema(len(chunk), len(shown)),
+            )
+        except SLMError as exc:
+            return self._fallback(chunk, context, exc)
+        try:
+            return [self._candidate(e, chunk, shown) for e in output.entries if e.text.strip()]
+        except SLMOutputInvalid as exc:
+            self._rt.meter.mark_invalid(prompt.SPEC.name)  # parsed, but named unknown turns
+            return self._fallback(chunk, context, exc)
+
+    def _fallback(
+        self, chunk: Sequence[Turn], context: Sequence[Turn], exc: SLMError
+    ) -> list[CandidateEntry]:
+        self._rt.meter.record_fallback(prompt.SPEC.name)
+        logger.warning("writer fell back to verbatim turns: %s", type(exc).__name__)
+        return list(TurnExtractor().extract(chunk, context).candidates)
+
+    def _candidate(
+        self, entry: prompt.WrittenEntry, chunk: Sequence[Turn], shown: Sequence[MemoryEntry]
+    ) -> CandidateEntry:
+        if any(not 1 <= n <= len(chunk) for n in entry.turns) or entry.replaces > len(shown):
+            raise SLMOutputInvalid(
+                prompt.SPEC.name,
+                f"turns={entry.turns} replaces={entry.replaces}",
+                "numbers out of range",
+            )
+        sources = [chunk[n - 1] for n in sorted(set(entry.turns))]
+        text = entry.text.strip()
+        key = hashlib.blake2b(
+            f"{[t.turn_id for t in sources]}\x1f{text}".encode(), digest_size=12
+        ).hexdigest()
+        return CandidateEntry(
+            text=text,
+            kind=MemoryKind(entry.kind),
+            source_turn_ids=tuple(t.turn_id for t in sources),
+            event_time=_event_time(entry.date, sources),
+            session_id=sources[0].session_id,
+            stable_key=f"writer:{key}",
+            replaces=shown[entry.replaces - 1].id if entry.replaces else None,
+        )
