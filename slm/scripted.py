@@ -39,6 +39,11 @@ class ScriptedBackend:
     def model(self) -> str:
         return self._model
 
+    def respond_with(self, default: ScriptItem) -> None:
+        """What to answer once the queue is empty (a function of the request, typically)."""
+        with self._lock:
+            self._default = default
+
     def push(self, *outputs: ScriptItem) -> None:
         with self._lock:
             self._queue.extend(outputs)

@@ -62,6 +62,10 @@ def resolve_constraints(
 class SLMController:
     name = "slm-controller"
 
+    @property
+    def runtime(self) -> RoleRuntime:
+        return self._rt
+
     def __init__(self, runtime: RoleRuntime, multiplier: int = 2, stm_turns: int = 6) -> None:
         self._rt = runtime
         self._multiplier = multiplier

@@ -19,6 +19,10 @@ logger = logging.getLogger(__name__)
 class SLMGenerator:
     name = "slm-generator"
 
+    @property
+    def runtime(self) -> RoleRuntime:
+        return self._rt
+
     def __init__(self, runtime: RoleRuntime, stm_turns: int = 4) -> None:
         self._rt = runtime
         self._stm_turns = stm_turns

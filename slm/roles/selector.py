@@ -27,6 +27,10 @@ logger = logging.getLogger(__name__)
 class SLMSelector:
     name = "slm-selector"
 
+    @property
+    def runtime(self) -> RoleRuntime:
+        return self._rt
+
     def __init__(self, runtime: RoleRuntime, min_keep: int = 1) -> None:
         self._rt = runtime
         self._min_keep = min_keep

@@ -41,6 +41,10 @@ class SLMWriter:
     name = "slm-writer"
     wants_existing = True
 
+    @property
+    def runtime(self) -> RoleRuntime:
+        return self._rt
+
     def __init__(self, runtime: RoleRuntime, max_turns: int = 8, context_turns: int = 4) -> None:
         self._rt = runtime
         self._max_turns = max_turns

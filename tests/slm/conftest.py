@@ -1,0 +1,120 @@
+"""A memory whose roles all run on the scripted backend, built through the real registry."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from tiermem import ManualClock, Memory, TiermemConfig
+from tiermem.config import BackendConfig, GeneratorConfig, MTMConfig, SLMConfig
+from tiermem.slm.base import SLMRequest
+from tiermem.slm.scripted import ScriptedBackend
+
+Handler = Callable[[SLMRequest], dict[str, Any] | str]
+
+
+def slm_config(capacity: int = 10_000, **slm: Any) -> TiermemConfig:
+    base = TiermemConfig.for_tests()
+    return base.model_copy(
+        update={
+            "slm": SLMConfig(backend=BackendConfig(kind="scripted"), **slm),
+            "generator": GeneratorConfig(kind="model"),
+            "mtm": MTMConfig(location="memory", capacity=capacity),
+        }
+    )
+
+
+class Script:
+    """Answers each task with its own handler or queue, and keeps every request."""
+
+    def __init__(self) -> None:
+        self.handlers: dict[str, Handler] = {}
+        self.queues: dict[str, list[dict[str, Any] | str | BaseException]] = {}
+
+    def on(self, task: str, handler: Handler) -> None:
+        self.handlers[task] = handler
+
+    def queue(self, task: str, *outputs: dict[str, Any] | str | BaseException) -> None:
+        self.queues.setdefault(task, []).extend(outputs)
+
+    def __call__(self, request: SLMRequest) -> dict[str, Any] | str:
+        queue = self.queues.get(request.task)
+        if queue:
+            item = queue.pop(0)
+            if isinstance(item, BaseException):
+                raise item
+            return item
+        if request.task in self.handlers:
+            return self.handlers[request.task](request)
+        return DEFAULTS[request.task](request)
+
+
+def question(request: SLMRequest) -> str:
+    return user_prompt(request).rsplit("Question: ", 1)[-1].strip()
+
+
+def plan(
+    *queries: str, since: str = "", until: str = "", kinds: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    return {
+        "queries": [{"text": q, "route": "mtm", "weight": 1} for q in queries],
+        "since": since,
+        "until": until,
+        "kinds": list(kinds),
+    }
+
+
+DEFAULTS: dict[str, Handler] = {
+    "controller": lambda r: plan(question(r)),
+    "selector": lambda r: {"supporting": [1]},
+    "writer": lambda r: {"entries": []},
+    "generator": lambda r: {"answer": "scripted answer"},
+}
+
+
+@pytest.fixture
+def script() -> Script:
+    return Script()
+
+
+@pytest.fixture
+def make_slm_memory(script: Script, clock: ManualClock) -> Iterator[Callable[..., Memory]]:
+    opened: list[Memory] = []
+
+    def make(capacity: int = 10_000, **slm: Any) -> Memory:
+        memory = Memory(slm_config(capacity, **slm), clock=clock)
+        c = memory.components
+        role = next(
+            r for r in (c.extractor, c.planner, c.selector, c.generator) if hasattr(r, "runtime")
+        )
+        backend = role.runtime.backend
+        assert isinstance(backend, ScriptedBackend)
+        backend.respond_with(script)  # the registry built it; the test scripts it
+        opened.append(memory)
+        return memory
+
+    yield make
+    for memory in opened:
+        memory.close()
+
+
+def entry(
+    text: str, *turns: int, kind: str = "fact", date: str = "", replaces: int = 0
+) -> dict[str, Any]:
+    return {"text": text, "kind": kind, "turns": list(turns), "date": date, "replaces": replaces}
+
+
+def numbered(request: SLMRequest, section: str) -> list[str]:
+    """The numbered lines of one section of a prompt ("Turns:", "Existing memories:")."""
+    block = user_prompt(request).split(section, 1)[1].split("\n\n", 1)[0]
+    return [line for line in block.splitlines() if line.startswith("[")]
+
+
+def user_prompt(request: SLMRequest) -> str:
+    return request.messages[-1].content
+
+
+def as_json(text: str) -> Any:
+    return json.loads(text)

@@ -1,0 +1,246 @@
+"""The writer on the scripted backend: rules before the model, sources, supersede, merge,
+fallbacks, chunking, capacity and isolation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from tiermem import AuditOp, ManualClock, Memory, SearchFilters
+from tiermem.errors import SLMTimeout
+from tiermem.types import MemoryKind
+
+from tests.conftest import T0, chat
+from tests.slm.conftest import Script, entry, numbered
+
+
+@pytest.fixture
+def writer_memory(make_slm_memory: Callable[..., Memory]) -> Memory:
+    return make_slm_memory(controller={"enabled": False}, selector={"enabled": False})
+
+
+def _writer_calls(memory: Memory) -> list[object]:
+    return memory.components.extractor.runtime.backend.calls_for("writer")  # type: ignore[attr-defined,no-any-return]
+
+
+def test_small_talk_costs_no_model_call(writer_memory: Memory) -> None:
+    result = writer_memory.add(
+        chat(
+            ("user", "Hi!"),
+            ("assistant", "Hello!"),
+            ("user", "Thanks a lot!"),
+            ("assistant", "You're welcome."),
+        ),
+        user_id="maya",
+    )
+    assert _writer_calls(writer_memory) == []
+    assert result.entries == ()
+    assert len(result.skipped_turn_ids) == 4
+    assert len(writer_memory.working_memory("maya")) == 4
+    stored = writer_memory.components.journal.turns("maya", [t.turn_id for t in result.turns])
+    assert len(stored) == 4  # the turns themselves are still the record
+
+
+def test_writer_entries_carry_their_source_turns_kind_and_date(
+    writer_memory: Memory, script: Script
+) -> None:
+    script.queue(
+        "writer",
+        {
+            "entries": [
+                entry(
+                    "Maya booked flight TP1351 to Lisbon for 9 October 2026.",
+                    1,
+                    2,
+                    kind="plan",
+                    date="2026-10-09",
+                ),
+                entry("Maya's sister Ines runs a bakery in Lisbon.", 3),
+            ]
+        },
+    )
+    result = writer_memory.add(
+        chat(
+            ("user", "I booked the flight to Lisbon."),
+            ("user", "It's TP1351, on 9 October."),
+            ("user", "Ines, my sister, runs a bakery there."),
+            ("assistant", "Hi!"),
+        ),
+        user_id="maya",
+    )
+    first, second = result.entries
+    assert first.kind is MemoryKind.PLAN
+    assert first.source_turn_ids == (result.turns[0].turn_id, result.turns[1].turn_id)
+    assert first.event_time == datetime(2026, 10, 9, 12, tzinfo=UTC)
+    assert second.event_time == result.turns[2].timestamp  # no date given: when it was said
+    request = _writer_calls(writer_memory)[0]
+    assert len(numbered(request, "Turns:")) == 3  # "Hi!" never reached the model
+    answer = writer_memory.answer("When is my flight?", "maya")
+    assert "TP1351" in answer.hits[0].entry.text
+    assert set(answer.source_turns) >= set(first.source_turn_ids)
+
+
+def test_newer_statement_supersedes_the_older_one(
+    writer_memory: Memory, script: Script, clock: ManualClock
+) -> None:
+    script.queue("writer", {"entries": [entry("Maya is vegetarian.", 1, kind="preference")]})
+    old = writer_memory.add(chat(("user", "I'm vegetarian.")), user_id="maya").entries[0]
+    clock.advance(timedelta(days=30))
+
+    def update(request: object) -> dict[str, object]:
+        existing = numbered(request, "Existing memories:")  # type: ignore[arg-type]
+        index = next(i for i, line in enumerate(existing, 1) if "vegetarian" in line)
+        return {
+            "entries": [
+                entry("Maya eats fish again since September.", 1, kind="preference", replaces=index)
+            ]
+        }
+
+    script.on("writer", update)
+    result = writer_memory.add(
+        chat(("user", "I eat fish again now."), start=T0 + timedelta(days=30)), user_id="maya"
+    )
+    new = result.entries[0]
+    assert [s.id for s in result.superseded] == [old.id]
+    kept = writer_memory.get(old.id, "maya")
+    assert kept.text == "Maya is vegetarian."
+    assert kept.superseded_by == new.id
+    assert [h.entry.id for h in writer_memory.search("what do I eat", "maya", k=5)] == [new.id]
+    everything = writer_memory.search(
+        "vegetarian", "maya", k=5, filters=SearchFilters(include_superseded=True)
+    )
+    assert old.id in {h.entry.id for h in everything}
+    events = writer_memory.history(old.id, "maya")
+    assert [e.op for e in events] == [AuditOp.ADD, AuditOp.SUPERSEDE]
+    assert events[1].after == new.text
+    assert events[1].detail["superseded_by"] == new.id
+
+
+def test_near_duplicate_merges_and_unites_sources(writer_memory: Memory, script: Script) -> None:
+    script.queue("writer", {"entries": [entry("Maya's dog Miso hates thunderstorms.", 1)]})
+    first = writer_memory.add(chat(("user", "Miso hates storms.")), user_id="maya")
+    script.queue("writer", {"entries": [entry("Maya's dog Miso hates thunderstorms!", 1)]})
+    second = writer_memory.add(
+        chat(("user", "Thunder scares Miso."), start=T0 + timedelta(hours=1)), user_id="maya"
+    )
+    assert second.entries == ()
+    (merged,) = second.merged
+    assert merged.id == first.entries[0].id
+    assert merged.source_turn_ids == (first.turns[0].turn_id, second.turns[0].turn_id)
+    assert merged.text == "Maya's dog Miso hates thunderstorms!"  # the newer statement
+    assert len(writer_memory.get_all("maya")) == 1
+    events = writer_memory.history(merged.id, "maya")
+    assert [e.op for e in events] == [AuditOp.ADD, AuditOp.MERGE]
+    assert events[1].detail["similarity"] >= 0.92
+
+
+def test_distinct_entries_do_not_merge(writer_memory: Memory, script: Script) -> None:
+    script.queue(
+        "writer",
+        {"entries": [entry("Maya's dog Miso hates thunderstorms.", 1)]},
+        {"entries": [entry("Maya's cat Tofu loves sunny windows.", 1)]},
+    )
+    writer_memory.add(chat(("user", "Miso hates storms.")), user_id="maya")
+    result = writer_memory.add(
+        chat(("user", "Tofu loves the sun."), start=T0 + timedelta(hours=1)), user_id="maya"
+    )
+    assert len(result.entries) == 1
+    assert result.merged == ()
+
+
+@pytest.mark.parametrize(
+    "failure",
+    ["{oops", {"entries": [entry("Maya likes tea.", 7)]}, SLMTimeout("writer", "slow")],
+)
+def test_writer_fallback_stores_turns_verbatim_and_is_counted(
+    writer_memory: Memory, script: Script, failure: object
+) -> None:
+    script.queue("writer", failure)  # type: ignore[arg-type]
+    result = writer_memory.add(
+        chat(("user", "I like green tea."), ("user", "Every morning.")), user_id="maya"
+    )
+    assert [e.kind for e in result.entries] == [MemoryKind.TURN, MemoryKind.TURN]
+    assert [e.text for e in result.entries] == ["Ana: I like green tea.", "Ana: Every morning."]
+    stats = writer_memory.components.meter.snapshot()["writer"]
+    assert stats["fallbacks"] == 1
+    assert stats["ok"] == 0
+
+
+def test_long_adds_are_written_in_chunks(writer_memory: Memory) -> None:
+    turns = [("user", f"Fact number {i}: I visited museum {i}.") for i in range(20)]
+    writer_memory.add(chat(*turns), user_id="maya")
+    sizes = [len(numbered(r, "Turns:")) for r in _writer_calls(writer_memory)]  # type: ignore[arg-type]
+    assert sizes == [8, 8, 4]
+
+
+def test_readding_known_turns_costs_no_model_call(writer_memory: Memory, script: Script) -> None:
+    script.queue("writer", {"entries": [entry("Maya plays the cello.", 1)]})
+    messages = chat(("user", "I play the cello."))
+    writer_memory.add(messages, user_id="maya")
+    again = writer_memory.add(messages, user_id="maya")
+    assert len(_writer_calls(writer_memory)) == 1
+    assert again.entries == ()
+    assert again.skipped_turn_ids == (again.turns[0].turn_id,)
+
+
+def test_capacity_evicts_superseded_then_least_useful_with_audit(
+    make_slm_memory: Callable[..., Memory], script: Script, clock: ManualClock
+) -> None:
+    memory = make_slm_memory(capacity=5, controller={"enabled": False}, selector={"enabled": False})
+    topics = ["cello", "tennis", "sushi", "Berlin", "gardening", "chess"]
+    ids = []
+    for day, topic in enumerate(topics):
+        clock.set(T0 + timedelta(days=day))
+        script.queue("writer", {"entries": [entry(f"Maya likes {topic} a lot.", 1)]})
+        ids.append(
+            memory.add(
+                chat((("user", f"I like {topic}.")), start=T0 + timedelta(days=day)), user_id="maya"
+            )
+            .entries[0]
+            .id
+        )
+        if topic == "tennis":
+            assert "cello" in memory.search("cello", "maya", k=1)[0].entry.text  # cello is used
+    remaining = {e.id for e in memory.get_all("maya", SearchFilters(include_superseded=True))}
+    assert len(remaining) == 4  # over 5 -> down to the low-water mark, 95% of 5
+    evicted = set(ids) - remaining
+    assert ids[1] in evicted
+    assert ids[2] in evicted
+    assert ids[0] in remaining
+    for victim in evicted:
+        last = memory.history(victim, "maya")[-1]
+        assert last.op is AuditOp.DELETE
+        assert last.detail["reason"] == "low utility"
+
+
+def test_writer_never_sees_another_users_memories(writer_memory: Memory, script: Script) -> None:
+    script.queue("writer", {"entries": [entry("Bob's passport is in the blue folder.", 1)]})
+    writer_memory.add(
+        chat(("user", "My passport is in the blue folder."), speaker="Bob"), user_id="bob"
+    )
+    writer_memory.add(chat(("user", "Where is my passport? The blue folder?")), user_id="maya")
+    maya_request = _writer_calls(writer_memory)[-1]
+    assert numbered(maya_request, "Existing memories:") == []  # type: ignore[arg-type]
+    assert "Bob" not in maya_request.messages[-1].content  # type: ignore[attr-defined]
+
+
+def test_capacity_evicts_superseded_entries_first(
+    make_slm_memory: Callable[..., Memory], script: Script, clock: ManualClock
+) -> None:
+    memory = make_slm_memory(capacity=3, controller={"enabled": False}, selector={"enabled": False})
+    script.queue("writer", {"entries": [entry("Maya is vegetarian.", 1, kind="preference")]})
+    old = memory.add(chat(("user", "I'm vegetarian.")), user_id="maya").entries[0]
+    clock.advance(timedelta(days=1))
+    script.queue(
+        "writer", {"entries": [entry("Maya eats fish again.", 1, kind="preference", replaces=1)]}
+    )
+    memory.add(chat(("user", "I eat fish again."), start=clock.now()), user_id="maya")
+    for topic in ("chess", "Berlin"):
+        clock.advance(timedelta(days=1))
+        script.queue("writer", {"entries": [entry(f"Maya likes {topic}.", 1)]})
+        result = memory.add(chat(("user", f"I like {topic}."), start=clock.now()), user_id="maya")
+    assert result.evicted_ids[0] == old.id  # the superseded entry goes first
+    assert memory.history(old.id, "maya")[-1].detail["reason"] == "superseded"
+    assert len(result.evicted_ids) == 2  # 4 entries, capacity 3, low-water mark 2
+    assert {e.text for e in memory.get_all("maya")} == {"Maya likes chess.", "Maya likes Berlin."}
