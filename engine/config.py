@@ -101,6 +101,9 @@ class SLMConfig(_Section):
     candidate_multiplier: int = Field(default=2, ge=1, le=8)
     selector_min_keep: int = Field(default=1, ge=0)
     merge_threshold: float = Field(default=0.92, gt=0, le=1)
+    # A writer's "replaces" is accepted only this close to the entry it would supersede
+    # (all-MiniLM-L6-v2: real updates measured 0.66-0.80, unrelated facts 0.26-0.53).
+    supersede_min_similarity: float = Field(default=0.6, ge=0, le=1)
     writer_max_turns: int = Field(default=8, ge=1, le=8)
     models_dir: Path = Path("~/.cache/tiermem/models")
 

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from rich.console import Console
-from tiermem.config import TiermemConfig
+from tiermem.config import BackendConfig, GeneratorConfig, SLMConfig, TiermemConfig
 from tiermem.demo_data import DEMO_USERS, session_messages
 from tiermem.memory import Memory
 from tiermem.render import human_date
@@ -20,21 +20,31 @@ def run_demo(config: TiermemConfig, console: Console) -> None:
     started = time.perf_counter()
     with Memory(config) as memory:
         for user in DEMO_USERS:
-            written = skipped = 0
+            written = skipped = merged = superseded = 0
             for session in user.sessions:
                 result = memory.add(
                     session_messages(user, session), user.user_id, session.session_id
                 )
                 written += len(result.entries)
                 skipped += len(result.skipped_turn_ids)
+                merged += len(result.merged)
+                superseded += len(result.superseded)
             console.print(
                 f"[bold]{user.user_id}[/]: {len(user.sessions)} sessions ingested, "
-                f"{written} new memories, {skipped} turns already known or skipped"
+                f"{written} new memories, {merged} merged, {superseded} superseded, "
+                f"{skipped} turns already known or skipped"
             )
+            for entry in memory.get_all(user.user_id):
+                console.print(f"  [dim]{entry.kind:10}[/] {entry.text}", highlight=False)
         for user in DEMO_USERS:
             for question in user.questions:
                 _show_answer(memory, user.user_id, question, console)
-    console.print(f"\ndemo finished in {time.perf_counter() - started:.1f} s")
+        totals = memory.components.meter.totals()
+    console.print(
+        f"\ndemo finished in {time.perf_counter() - started:.1f} s; model calls: "
+        f"{totals['calls']} ({totals['fallbacks']} fell back), "
+        f"{totals['prompt_tokens']} prompt + {totals['completion_tokens']} completion tokens"
+    )
 
 
 def _show_answer(memory: Memory, user_id: str, question: str, console: Console) -> None:
@@ -56,24 +66,27 @@ def _show_answer(memory: Memory, user_id: str, question: str, console: Console) 
             )
 
 
-def demo_config(data_dir: Path, embedder: str) -> TiermemConfig:
+def demo_config(data_dir: Path, embedder: str, model: str | None) -> TiermemConfig:
+    """The embedded default under ``data_dir``; the SLM roles on ``model`` (an alias or a
+    GGUF path) in-process, or model-free when ``model`` is ``None``."""
     config = TiermemConfig.for_data_dir(data_dir)
-    if embedder == "hash":
-        config = config.model_copy(
-            update={"embedder": config.embedder.model_copy(update={"provider": "hash"})}
-        )
+    slm = SLMConfig(backend=BackendConfig(kind="llamacpp", model=model)) if model else SLMConfig()
     return config.model_copy(
-        update={"generator": config.generator.model_copy(update={"max_memories": 3})}
+        update={
+            "embedder": config.embedder.model_copy(update={"provider": embedder}),
+            "slm": slm,
+            "generator": GeneratorConfig(kind="model" if model else "extractive", max_memories=3),
+        }
     )
 
 
-def main(data_dir: Path | None, embedder: str, console: Console) -> None:
+def main(data_dir: Path | None, embedder: str, model: str | None, console: Console) -> None:
     """Run the demo in ``data_dir``, or in a temporary directory removed afterwards."""
     if data_dir is not None:
-        run_demo(demo_config(data_dir, embedder), console)
+        run_demo(demo_config(data_dir, embedder, model), console)
         return
     temp = Path(tempfile.mkdtemp(prefix="tiermem-demo-"))
     try:
-        run_demo(demo_config(temp, embedder), console)
+        run_demo(demo_config(temp, embedder, model), console)
     finally:
         shutil.rmtree(temp, ignore_errors=True)

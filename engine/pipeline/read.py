@@ -71,6 +71,24 @@ def record_access(c: Components, user_id: str, hits: Sequence[SearchHit]) -> lis
     ]
 
 
+def relax_if_starved(
+    c: Components,
+    user_id: str,
+    plan: RetrievalPlan,
+    candidates: list[Candidate],
+    filters: SearchFilters,
+) -> list[Candidate]:
+    """The controller's constraints are hints: when they leave fewer than ``k`` candidates,
+    the caller's own filters are used to fill up (constrained candidates keep their lead)."""
+    if len(candidates) >= plan.k or plan.filters == filters:
+        return candidates
+    c.meter.record_event("controller", "constraints_relaxed")
+    seen = {cand.entry.id for cand in candidates}
+    extra = first_stage(c, user_id, replace(plan, filters=filters))
+    room = sum(plan.candidate_budgets) - len(candidates)
+    return candidates + [x for x in extra if x.entry.id not in seen][:room]
+
+
 def run_search(
     c: Components,
     user_id: str,
@@ -80,7 +98,7 @@ def run_search(
     stm: Sequence[Turn] = (),
 ) -> list[SearchHit]:
     plan = c.planner.plan(query, stm, k, filters, c.clock.now())
-    candidates = first_stage(c, user_id, plan)
+    candidates = relax_if_starved(c, user_id, plan, first_stage(c, user_id, plan), filters)
     selection = c.selector.select([q.text for q in plan.queries], candidates, k)
     note = f"plan={plan.source}, selection={selection.source}"
     hits = [
@@ -90,4 +108,4 @@ def run_search(
     return record_access(c, user_id, hits)
 
 
-__all__ = ["Route", "first_stage", "record_access", "run_search"]
+__all__ = ["Route", "first_stage", "record_access", "relax_if_starved", "run_search"]

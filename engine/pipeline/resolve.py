@@ -1,7 +1,8 @@
 """Stage: decide what each proposed entry does to the user's MTM, then apply it atomically.
 
-- ``replaces`` an existing entry (the writer saw it change): the new entry is added and the
-  old one is kept with ``superseded_by`` set (SUPERSEDE), never overwritten.
+- ``replaces`` an existing entry (the writer saw it change) and is similar enough to it: the
+  new entry is added and the old one is kept with ``superseded_by`` set (SUPERSEDE), never
+  overwritten. A dissimilar "replacement" is a model error: it is counted and ignored.
 - near an existing entry (cosine >= the merge threshold): merged into it (MERGE): the newer
   text wins, the source turns are united, the old text stays in its history.
 - otherwise: added (ADD).
@@ -16,7 +17,7 @@ from datetime import datetime
 
 import numpy as np
 from tiermem.components import Components
-from tiermem.embedding.base import Vectors
+from tiermem.embedding.base import EmbedMode, Vectors, check_vectors
 from tiermem.journal import AuditRecord
 from tiermem.pipeline.commit import commit, embed_entries
 from tiermem.types import AuditOp, MemoryEntry, MemoryKind, SearchFilters, Turn
@@ -56,6 +57,7 @@ def plan_writes(
     vectors: Vectors,
     merge_threshold: float,
 ) -> WritePlan:
+    """Decide add / merge / supersede for each proposed entry (see the module docstring)."""
     plan = WritePlan()
     now = c.clock.now()
     for item, vector in zip(proposed, vectors, strict=True):
@@ -63,10 +65,14 @@ def plan_writes(
         if item.replaces is not None:
             target = c.store.get(user_id, [item.replaces])
             if target and target[0].superseded_by is None:
-                plan.supersedes.append((target[0], entry))
-                plan.adds.append(entry)
-                plan.add_vectors.append(vector)
-                continue
+                similarity = statement_similarity(c, entry, target[0])
+                if similarity >= c.policy.supersede_min_similarity:
+                    plan.supersedes.append((target[0], entry))
+                    plan.adds.append(entry)
+                    plan.add_vectors.append(vector)
+                    continue
+                # A weak model marks unrelated facts as updates; keep both instead.
+                c.meter.record_event("writer", "supersede_rejected")
         if entry.kind is not MemoryKind.TURN:
             twin = _nearest(c, user_id, vector, plan, merge_threshold)
             if twin is not None:
@@ -78,6 +84,15 @@ def plan_writes(
     if plan.merges:
         plan.merge_vectors = list(embed_entries(c, [new for _, new, _ in plan.merges]))
     return plan
+
+
+def statement_similarity(c: Components, a: MemoryEntry, b: MemoryEntry) -> float:
+    """Cosine of the two statements alone: an update carries a new date by nature, so the
+    dated index vectors would understate (or, lexically, overstate) how related they are."""
+    pair = check_vectors(
+        c.embedder.embed([a.text, b.text], EmbedMode.DOCUMENT), 2, c.store.dim, c.embedder.name
+    )
+    return float(np.dot(pair[0], pair[1]))
 
 
 def _nearest(

@@ -47,7 +47,7 @@ def resolve_constraints(
         since_day = until_day = None
     since = datetime.combine(since_day, time.min, UTC) if since_day else None
     until = datetime.combine(until_day, time.max, UTC) if until_day else None
-    kinds = tuple(MemoryKind(k) for k in output.kinds)
+    kinds = tuple(dict.fromkeys(MemoryKind(k) for k in output.kinds))
     if kinds:
         # Turn-level entries are evidence of every kind; never filter them away.
         kinds = (*kinds, MemoryKind.TURN)

@@ -28,6 +28,8 @@ class SLMGenerator:
         self._stm_turns = stm_turns
 
     def generate(self, query: str, stm: Sequence[Turn], hits: Sequence[SearchHit]) -> str:
+        if not hits:  # nothing to ground an answer on: no call, no invention
+            return ExtractiveGenerator().generate(query, stm, hits)
         ordered = sorted(hits, key=lambda h: h.entry.effective_time)
         today = stm[-1].timestamp.date().isoformat() if stm else "unknown"
         inp = prompt.GeneratorInput(

@@ -13,7 +13,7 @@ from tiermem.cli import main
 def test_demo_shows_answers_with_their_source_turns(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    assert main(["demo", "--embedder", "hash", "--data-dir", str(tmp_path)]) == 0
+    assert main(["demo", "--embedder", "hash", "--no-slm", "--data-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "maya: 4 sessions ingested, 20 new memories" in out
     assert "leo: 3 sessions ingested, 12 new memories" in out
@@ -26,8 +26,9 @@ def test_demo_shows_answers_with_their_source_turns(
     assert "Casa Alfama" not in leo_lisbon
     assert "maya-s" not in leo_lisbon
     # A second run on the same directory writes nothing new: ingestion is idempotent.
-    assert main(["demo", "--embedder", "hash", "--data-dir", str(tmp_path)]) == 0
-    assert "0 new memories, 20 turns already known" in capsys.readouterr().out
+    assert main(["demo", "--embedder", "hash", "--no-slm", "--data-dir", str(tmp_path)]) == 0
+    again = capsys.readouterr().out
+    assert "0 new memories, 0 merged, 0 superseded, 20 turns already known" in again
 
 
 def test_config_reads_toml_and_environment(

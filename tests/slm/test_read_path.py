@@ -234,3 +234,32 @@ def test_answer_uses_the_model_generator_and_falls_back_to_extractive(
     fallback = reader.answer("When do I fly?", "maya")
     assert fallback.text.startswith("From memory")
     assert reader.components.meter.snapshot()["generator"]["fallbacks"] == 1
+
+
+def test_constraints_that_starve_the_first_stage_are_relaxed(
+    reader: Memory, script: Script
+) -> None:
+    """A weak model's kind filter (all of the user's entries are verbatim turns here, but a
+    window can exclude them) must not empty the result: it is relaxed and counted."""
+    script.queue("controller", plan("Miso thunderstorms", since="2020-01-01", until="2020-12-31"))
+    script.on("selector", lambda r: {"supporting": [1]})
+    hits = reader.search("dog thunderstorms", "maya", k=2)
+    assert "Miso" in hits[0].entry.text
+    events = reader.components.meter.snapshot()["controller"]["events"]
+    assert events == {"constraints_relaxed": 1}
+
+
+def test_constraints_that_leave_enough_candidates_are_kept(reader: Memory, script: Script) -> None:
+    script.queue("controller", plan("anything", since="2026-03-01", until="2026-03-03"))
+    hits = reader.search("Lisbon", "maya", k=1)
+    assert hits
+    assert "constraints_relaxed" not in reader.components.meter.snapshot()["controller"]["events"]
+
+
+def test_no_memories_means_no_generator_call(
+    make_slm_memory: Callable[..., Memory], script: Script
+) -> None:
+    memory = make_slm_memory(writer={"enabled": False})
+    result = memory.answer("What is my cat called?", "nobody")
+    assert result.text == "I have no memory of that."
+    assert "generator" not in memory.components.meter.snapshot()

@@ -84,7 +84,9 @@ def test_writer_entries_carry_their_source_turns_kind_and_date(
 def test_newer_statement_supersedes_the_older_one(
     writer_memory: Memory, script: Script, clock: ManualClock
 ) -> None:
-    script.queue("writer", {"entries": [entry("Maya is vegetarian.", 1, kind="preference")]})
+    script.queue(
+        "writer", {"entries": [entry("Maya is vegetarian and eats no fish.", 1, kind="preference")]}
+    )
     old = writer_memory.add(chat(("user", "I'm vegetarian.")), user_id="maya").entries[0]
     clock.advance(timedelta(days=30))
 
@@ -93,7 +95,12 @@ def test_newer_statement_supersedes_the_older_one(
         index = next(i for i, line in enumerate(existing, 1) if "vegetarian" in line)
         return {
             "entries": [
-                entry("Maya eats fish again since September.", 1, kind="preference", replaces=index)
+                entry(
+                    "Maya is no longer vegetarian and eats fish again.",
+                    1,
+                    kind="preference",
+                    replaces=index,
+                )
             ]
         }
 
@@ -104,7 +111,7 @@ def test_newer_statement_supersedes_the_older_one(
     new = result.entries[0]
     assert [s.id for s in result.superseded] == [old.id]
     kept = writer_memory.get(old.id, "maya")
-    assert kept.text == "Maya is vegetarian."
+    assert kept.text == "Maya is vegetarian and eats no fish."
     assert kept.superseded_by == new.id
     assert [h.entry.id for h in writer_memory.search("what do I eat", "maya", k=5)] == [new.id]
     everything = writer_memory.search(
@@ -229,11 +236,23 @@ def test_capacity_evicts_superseded_entries_first(
     make_slm_memory: Callable[..., Memory], script: Script, clock: ManualClock
 ) -> None:
     memory = make_slm_memory(capacity=3, controller={"enabled": False}, selector={"enabled": False})
-    script.queue("writer", {"entries": [entry("Maya is vegetarian.", 1, kind="preference")]})
+    script.queue(
+        "writer", {"entries": [entry("Maya is vegetarian and eats no fish.", 1, kind="preference")]}
+    )
     old = memory.add(chat(("user", "I'm vegetarian.")), user_id="maya").entries[0]
     clock.advance(timedelta(days=1))
     script.queue(
-        "writer", {"entries": [entry("Maya eats fish again.", 1, kind="preference", replaces=1)]}
+        "writer",
+        {
+            "entries": [
+                entry(
+                    "Maya is no longer vegetarian and eats fish again.",
+                    1,
+                    kind="preference",
+                    replaces=1,
+                )
+            ]
+        },
     )
     memory.add(chat(("user", "I eat fish again."), start=clock.now()), user_id="maya")
     for topic in ("chess", "Berlin"):
@@ -244,3 +263,23 @@ def test_capacity_evicts_superseded_entries_first(
     assert memory.history(old.id, "maya")[-1].detail["reason"] == "superseded"
     assert len(result.evicted_ids) == 2  # 4 entries, capacity 3, low-water mark 2
     assert {e.text for e in memory.get_all("maya")} == {"Maya likes chess.", "Maya likes Berlin."}
+
+
+def test_a_dissimilar_replacement_is_rejected_and_counted(
+    writer_memory: Memory, script: Script
+) -> None:
+    """A weak model that marks an unrelated fact as an update must not hide the old one."""
+    script.queue(
+        "writer",
+        {"entries": [entry("Maya is vegetarian.", 1, kind="preference")]},
+        {"entries": [entry("Maya likes chess.", 1, replaces=1)]},
+    )
+    old = writer_memory.add(chat(("user", "I'm vegetarian.")), user_id="maya").entries[0]
+    result = writer_memory.add(
+        chat(("user", "I like chess."), start=T0 + timedelta(hours=1)), user_id="maya"
+    )
+    assert result.superseded == ()
+    assert writer_memory.get(old.id, "maya").superseded_by is None
+    assert len(writer_memory.get_all("maya")) == 2
+    events = writer_memory.components.meter.snapshot()["writer"]["events"]
+    assert events == {"supersede_rejected": 1}
