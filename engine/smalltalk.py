@@ -96,10 +96,41 @@ def small_talk_reason(turn: Turn, previous: Turn | None) -> str | None:
     return None
 
 
+_ACK_WORDS = {
+    "noted",
+    "got",
+    "understood",
+    "updated",
+    "okay",
+    "sure",
+    "great",
+    "nice",
+    "lovely",
+    "sounds",
+    "good",
+    "perfect",
+    "thanks",
+    "thank",
+    "now",
+    "from",
+    "on",
+    "it",
+    "is",
+}
+
+
+def _content(text: str) -> set[str]:
+    """Content words, plural s stripped, acknowledgement words left out."""
+    words = {w.rstrip("s") if len(w) > 3 else w for w in _words(text) if len(w) > 2}
+    return words - _ACK_WORDS
+
+
 def _restates(words: list[str], previous: Turn) -> bool:
-    """An assistant turn that mostly repeats the previous turn's content words adds nothing."""
-    mine = {w for w in words if len(w) > 2}
-    theirs = {w for w in _words(previous.content) if len(w) > 2}
+    """An assistant turn whose content words (an acknowledgement aside) nearly all come from
+    the previous turn adds nothing: "Evening runs noted." after "I switched my runs to the
+    evenings"."""
+    mine = _content(" ".join(words))
+    theirs = _content(previous.content)
     if not mine or not theirs:
-        return False
-    return len(mine - theirs) <= max(1, len(mine) // 5) and len(mine) <= 2 * len(theirs)
+        return not mine and bool(theirs)  # a bare "Noted." after a real turn
+    return len(mine - theirs) <= len(mine) // 5

@@ -12,7 +12,17 @@ from tiermem.slm.base import ChatMessage
 from tiermem.slm.prompts.sections import clip, render
 from tiermem.slm.task import TaskSpec
 
-VERSION = "controller-v1"
+VERSION = "controller-v2"  # v2: a worked example
+
+EXAMPLE = """Input:
+Recent conversation:
+Sam: My sister Ana is visiting from Porto next week.
+
+Question: when does she arrive?
+Output:
+{"queries": [{"text": "when does Ana, Sam's sister, arrive from Porto", "route": "mtm", \
+"weight": 3}, {"text": "Ana visit Porto next week", "route": "mtm", "weight": 1}], \
+"since": "", "until": "", "kinds": []}"""
 
 
 class HypotheticalQuery(BaseModel):
@@ -60,5 +70,6 @@ def build_messages(inp: ControllerInput) -> list[ChatMessage]:
             'JSON: {"queries": [{"text": str, "route": "mtm"|"ltm"|"both", "weight": 1-3}], '
             '"since": "YYYY-MM-DD" or "", "until": "YYYY-MM-DD" or "", "kinds": [...]}'
         ),
+        example=EXAMPLE,
         input_text=f"Recent conversation:\n{recent}\n\nQuestion: {inp.query}",
     )

@@ -8,24 +8,22 @@ from tiermem.slm.base import ChatMessage
 
 
 def render(
-    *, role: str, task: str, constraints: Sequence[str], output_format: str, input_text: str
+    *,
+    role: str,
+    task: str,
+    constraints: Sequence[str],
+    output_format: str,
+    input_text: str,
+    example: str = "",
 ) -> list[ChatMessage]:
-    """System message: role, task, constraints, output format. User message: the input."""
-    system = "\n".join(
-        [
-            "## Role",
-            role,
-            "",
-            "## Task",
-            task,
-            "",
-            "## Constraints",
-            *[f"- {c}" for c in constraints],
-            "",
-            "## Output Format",
-            output_format,
-        ]
-    )
+    """System message: role, task, constraints, output format, and a worked example if
+    given (small models follow an example better than a rule). User message: the input."""
+    parts = ["## Role", role, "", "## Task", task, "", "## Constraints"]
+    parts += [f"- {c}" for c in constraints]
+    parts += ["", "## Output Format", output_format]
+    if example:
+        parts += ["", "## Example", example]
+    system = "\n".join(parts)
     return [ChatMessage("system", system), ChatMessage("user", f"## Input\n{input_text}")]
 
 

@@ -11,7 +11,23 @@ from tiermem.slm.base import ChatMessage
 from tiermem.slm.prompts.sections import clip, render
 from tiermem.slm.task import TaskSpec
 
-VERSION = "writer-v1"
+VERSION = "writer-v2"  # v2: a worked example
+
+EXAMPLE = """Input:
+Earlier in the session:
+(none)
+
+Existing memories:
+[1] [20 April 2026] Sam's puppy class starts on 2 May 2026.
+
+Turns:
+[1] 3 May 2026 · Sam: I finally adopted a dog, a beagle called Pepper!
+[2] 3 May 2026 · Assistant: Congratulations! Pepper is a lovely name.
+[3] 3 May 2026 · Sam: Puppy class got moved to Saturday 9 May.
+Output:
+{"entries": [{"text": "Sam adopted a beagle named Pepper on 3 May 2026.", "kind": "event", \
+"turns": [1], "date": "2026-05-03", "replaces": 0}, {"text": "Sam's puppy class moved to \
+Saturday 9 May 2026.", "kind": "plan", "turns": [3], "date": "2026-05-09", "replaces": 1}]}"""
 MAX_ENTRIES = 5
 
 
@@ -68,6 +84,7 @@ def build_messages(inp: WriterInput) -> list[ChatMessage]:
             'JSON: {"entries": [{"text": str, "kind": "fact"|"event"|"preference"|"plan", '
             '"turns": [numbers], "date": "YYYY-MM-DD" or "", "replaces": number}]}'
         ),
+        example=EXAMPLE,
         input_text=(
             f"Earlier in the session:\n{context}\n\nExisting memories:\n{existing}\n\n"
             f"Turns:\n{numbered}"
