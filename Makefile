@@ -17,9 +17,11 @@ $(VENV)/.installed: pyproject.toml Makefile
 	ls $(WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1 || \
 		$(BIN)/python -m pip wheel -q --no-deps -w $(WHEELS) llama-cpp-python==$(LLAMA_CPP_VERSION)
 	$(BIN)/python -m pip install -q --find-links $(WHEELS) -e '.[dev]'
+	$(BIN)/tiermem models install smollm2
 	touch $@
 
 demo: install
+	$(BIN)/tiermem models install qwen0.5b
 	$(BIN)/tiermem demo
 
 # The whole check: lint, strict typing, and every test (the few real-model ones included).
