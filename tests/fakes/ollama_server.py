@@ -53,10 +53,21 @@ class OllamaProtocolServer:
                 if self.path != "/api/tags":
                     self._send(404, {"error": "not found"})
                     return
-                self._send(200, {"models": [{
-                    "name": server.model, "model": server.model,
-                    "modified_at": datetime.now(UTC).isoformat(), "size": 0,
-                    "digest": "0" * 64, "details": {"format": "gguf"}}]})
+                self._send(
+                    200,
+                    {
+                        "models": [
+                            {
+                                "name": server.model,
+                                "model": server.model,
+                                "modified_at": datetime.now(UTC).isoformat(),
+                                "size": 0,
+                                "digest": "0" * 64,
+                                "details": {"format": "gguf"},
+                            }
+                        ]
+                    },
+                )
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))
@@ -83,15 +94,18 @@ class OllamaProtocolServer:
                 except SLMError as exc:
                     self._send(500, {"error": str(exc)})
                     return
-                self._send(200, {
-                    "model": server.model,
-                    "created_at": datetime.now(UTC).isoformat(),
-                    "message": {"role": "assistant", "content": answer.text},
-                    "done": True,
-                    "done_reason": answer.finish_reason,
-                    "prompt_eval_count": answer.prompt_tokens,
-                    "eval_count": answer.completion_tokens,
-                })
+                self._send(
+                    200,
+                    {
+                        "model": server.model,
+                        "created_at": datetime.now(UTC).isoformat(),
+                        "message": {"role": "assistant", "content": answer.text},
+                        "done": True,
+                        "done_reason": answer.finish_reason,
+                        "prompt_eval_count": answer.prompt_tokens,
+                        "eval_count": answer.completion_tokens,
+                    },
+                )
 
         return Handler
 
@@ -104,8 +118,9 @@ class OllamaProtocolServer:
 
 
 @contextmanager
-def serving(backend: SLMBackend, model: str = "llama3.2:1b-instruct-q4_K_M",
-            delay_s: float = 0.0) -> Iterator[OllamaProtocolServer]:
+def serving(
+    backend: SLMBackend, model: str = "llama3.2:1b-instruct-q4_K_M", delay_s: float = 0.0
+) -> Iterator[OllamaProtocolServer]:
     server = OllamaProtocolServer(backend, model, delay_s)
     server.start()
     try:

@@ -30,8 +30,15 @@ def fake_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, b
     parts = [tmp_path / "part01.bin", tmp_path / "part02.bin"]
     parts[0].write_bytes(blob[:40])
     parts[1].write_bytes(blob[40:])
-    spec = models.ModelSpec("tiny", "test", ("tiny-part1", "tiny-part2"), "tiny.gguf",
-                            models.hashlib.sha256(blob).hexdigest(), "qwen2", lambda: parts)
+    spec = models.ModelSpec(
+        "tiny",
+        "test",
+        ("tiny-part1", "tiny-part2"),
+        "tiny.gguf",
+        models.hashlib.sha256(blob).hexdigest(),
+        "qwen2",
+        lambda: parts,
+    )
     monkeypatch.setitem(models.MODELS, "tiny", spec)
     return tmp_path / "cache", blob
 
@@ -43,8 +50,7 @@ def test_gguf_metadata_reads_header_and_skips_arrays(tmp_path: Path) -> None:
     assert meta == {"gguf.version": 3, "general.architecture": "llama", "general.name": "Smol"}
 
 
-def test_install_assembles_parts_verifies_and_is_idempotent(fake_model: tuple[Path, bytes]
-                                                            ) -> None:
+def test_install_assembles_parts_verifies_and_is_idempotent(fake_model: tuple[Path, bytes]) -> None:
     cache, blob = fake_model
     path = models.install("tiny", cache, pip_install=False)
     assert path.read_bytes() == blob
@@ -74,7 +80,7 @@ def test_wrong_architecture_is_refused(tmp_path: Path) -> None:
 
 
 def test_resolving_an_uninstalled_or_unknown_model_says_what_to_do(tmp_path: Path) -> None:
-    with pytest.raises(ModelNotInstalledError, match="tiermem models install qwen1.5b"):
+    with pytest.raises(ModelNotInstalledError, match=r"tiermem models install qwen1\.5b"):
         models.resolve_model("qwen1.5b", tmp_path)
     with pytest.raises(ConfigError, match="neither a known alias"):
         models.resolve_model("gpt-17", tmp_path)

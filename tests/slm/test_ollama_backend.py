@@ -20,9 +20,14 @@ TAG = "llama3.2:1b-instruct-q4_K_M"
 
 
 def _request(timeout_s: float = 10.0) -> SLMRequest:
-    return SLMRequest("probe", [ChatMessage("user", "hi")],
-                      {"type": "object", "properties": {"a": {"type": "string", "maxLength": 5}}},
-                      max_tokens=33, temperature=0.0, timeout_s=timeout_s)
+    return SLMRequest(
+        "probe",
+        [ChatMessage("user", "hi")],
+        {"type": "object", "properties": {"a": {"type": "string", "maxLength": 5}}},
+        max_tokens=33,
+        temperature=0.0,
+        timeout_s=timeout_s,
+    )
 
 
 def test_chat_sends_schema_options_keep_alive_and_reads_usage() -> None:
@@ -31,7 +36,8 @@ def test_chat_sends_schema_options_keep_alive_and_reads_usage() -> None:
         response = backend.complete(_request())
         sent = server.requests[-1]
     assert response.text == '{"a": "ok"}'
-    assert response.prompt_tokens == 1 and response.completion_tokens == 2
+    assert response.prompt_tokens == 1
+    assert response.completion_tokens == 2
     assert sent["format"]["properties"]["a"]["maxLength"] == 5
     assert sent["options"]["num_predict"] == 33
     assert sent["keep_alive"] == "5m"
@@ -54,15 +60,25 @@ def test_unknown_model_and_dead_server_are_unavailable() -> None:
 
 
 def test_slow_server_times_out() -> None:
-    with serving(ScriptedBackend([{"a": "late"}]), TAG, delay_s=1.5) as server:
-        with pytest.raises(SLMTimeout):
-            OllamaBackend(TAG, host=server.url, timeout_s=0.5).complete(_request())
+    with (
+        serving(ScriptedBackend([{"a": "late"}]), TAG, delay_s=1.5) as server,
+        pytest.raises(SLMTimeout),
+    ):
+        OllamaBackend(TAG, host=server.url, timeout_s=0.5).complete(_request())
 
 
 def test_whole_online_path_over_the_ollama_protocol(tmp_path: object) -> None:
     script = Script()
-    script.queue("writer", {"entries": [entry("Maya flies TP1351 to Lisbon on 9 October.", 1,
-                                              kind="plan", date="2026-10-09")]})
+    script.queue(
+        "writer",
+        {
+            "entries": [
+                entry(
+                    "Maya flies TP1351 to Lisbon on 9 October.", 1, kind="plan", date="2026-10-09"
+                )
+            ]
+        },
+    )
     script.queue("controller", plan("TP1351 flight Lisbon"))
     script.queue("selector", {"supporting": [1]})
     script.queue("generator", {"answer": "On 9 October."})
@@ -70,21 +86,30 @@ def test_whole_online_path_over_the_ollama_protocol(tmp_path: object) -> None:
     def by_task(request: SLMRequest) -> object:
         # The server cannot see the task; the schema tells the roles apart.
         properties = request.json_schema.get("properties", {})
-        task = ("writer" if "entries" in properties else "controller" if "queries" in properties
-                else "selector" if "supporting" in properties else "generator")
-        return script(SLMRequest(task, request.messages, request.json_schema,
-                                 request.max_tokens))
+        task = (
+            "writer"
+            if "entries" in properties
+            else "controller"
+            if "queries" in properties
+            else "selector"
+            if "supporting" in properties
+            else "generator"
+        )
+        return script(SLMRequest(task, request.messages, request.json_schema, request.max_tokens))
 
     with serving(ScriptedBackend(default=by_task), TAG) as server:  # type: ignore[arg-type]
         base = config_for("memory", tmp_path)  # type: ignore[arg-type]
-        config = base.model_copy(update={
-            "slm": SLMConfig(backend=BackendConfig(kind="ollama", model=TAG, host=server.url)),
-            "generator": GeneratorConfig(kind="model"),
-            "mtm": MTMConfig(location="memory"),
-        })
+        config = base.model_copy(
+            update={
+                "slm": SLMConfig(backend=BackendConfig(kind="ollama", model=TAG, host=server.url)),
+                "generator": GeneratorConfig(kind="model"),
+                "mtm": MTMConfig(location="memory"),
+            }
+        )
         with Memory(config, clock=ManualClock(T0)) as memory:
-            memory.add(chat(("user", "My flight TP1351 to Lisbon is on 9 October.")),
-                       user_id="maya")
+            memory.add(
+                chat(("user", "My flight TP1351 to Lisbon is on 9 October.")), user_id="maya"
+            )
             result = memory.answer("When do I fly?", "maya")
             totals = memory.components.meter.totals()
         paths = [r["path"] for r in server.requests]

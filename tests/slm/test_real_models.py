@@ -35,11 +35,13 @@ EXCHANGE = chat(
 
 def _config(backend: BackendConfig) -> TiermemConfig:
     base = TiermemConfig.for_tests()
-    return base.model_copy(update={
-        "slm": SLMConfig(backend=backend),
-        "generator": GeneratorConfig(kind="model"),
-        "mtm": MTMConfig(location="memory"),
-    })
+    return base.model_copy(
+        update={
+            "slm": SLMConfig(backend=backend),
+            "generator": GeneratorConfig(kind="model"),
+            "mtm": MTMConfig(location="memory"),
+        }
+    )
 
 
 def _run_online_path(config: TiermemConfig) -> dict[str, dict[str, object]]:
@@ -54,8 +56,12 @@ def _run_online_path(config: TiermemConfig) -> dict[str, dict[str, object]]:
         snapshot = memory.components.meter.snapshot()
     for task in ("writer", "controller", "selector", "generator"):
         stats = snapshot[task]
-        assert stats["calls"] == (stats["ok"] + stats["invalid"] + stats["timeouts"]  # type: ignore[operator]
-                                  + stats["unavailable"])
+        assert stats["calls"] == (
+            stats["ok"]
+            + stats["invalid"]
+            + stats["timeouts"]  # type: ignore[operator]
+            + stats["unavailable"]
+        )
         assert stats["calls"] >= 1
         failed = stats["calls"] - stats["ok"]  # type: ignore[operator]
         assert stats["fallbacks"] >= failed  # every failed call was caught by a fallback
@@ -70,8 +76,9 @@ def test_online_path_in_process() -> None:
 def test_online_path_through_the_ollama_protocol() -> None:
     local = LlamaCppBackend(resolve_model("smollm2"))
     with serving(local, "smollm2:135m") as server:
-        _run_online_path(_config(BackendConfig(kind="ollama", model="smollm2:135m",
-                                               host=server.url)))
+        _run_online_path(
+            _config(BackendConfig(kind="ollama", model="smollm2:135m", host=server.url))
+        )
         assert len(server.requests) >= 4
 
 
@@ -87,9 +94,23 @@ def llama_server() -> Iterator[str]:
     port = _free_port()
     model = Path(resolve_model("smollm2"))
     process = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host",
-         "127.0.0.1", "--port", str(port), "--model_alias", "smollm2", "--n_ctx", "4096"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--model_alias",
+            "smollm2",
+            "--n_ctx",
+            "4096",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}/v1"
     try:
@@ -109,5 +130,13 @@ def llama_server() -> Iterator[str]:
 
 
 def test_online_path_through_an_openai_compatible_endpoint(llama_server: str) -> None:
-    _run_online_path(_config(BackendConfig(kind="openai", model="smollm2", base_url=llama_server,
-                                           response_format="json_object_schema")))
+    _run_online_path(
+        _config(
+            BackendConfig(
+                kind="openai",
+                model="smollm2",
+                base_url=llama_server,
+                response_format="json_object_schema",
+            )
+        )
+    )
