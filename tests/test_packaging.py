@@ -59,3 +59,40 @@ def test_docstring_examples_run(name: str) -> None:
     module = importlib.import_module(name)
     failures, _ = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert failures == 0
+
+
+def test_every_subpackage_folder_is_declared_and_a_built_wheel_holds_it(tmp_path: Path) -> None:
+    import tomllib
+    import zipfile
+
+    root = Path(__file__).resolve().parents[1]
+    config = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    mapping = config["package-dir"]
+    folders = {}
+    for package, folder in mapping.items():
+        for init in (root / folder).rglob("__init__.py"):
+            relative = init.parent.relative_to(root / folder).parts
+            folders[".".join((package, *relative))] = init.parent
+    assert set(config["packages"]) == set(folders)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(root),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("tiermem-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for package in folders:
+        assert f"{package.replace('.', '/')}/__init__.py" in names, package
+    assert "tiermem/py.typed" in names
+    assert not any(n.startswith(("engine/", "slm/", "tests/")) for n in names)

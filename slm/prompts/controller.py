@@ -38,7 +38,7 @@ class ControllerOutput(BaseModel):
     kinds: list[Literal["fact", "event", "preference", "plan"]] = Field(max_length=4)
 
 
-SPEC = TaskSpec("controller", VERSION, ControllerOutput, max_tokens=220)
+SPEC = TaskSpec("controller", VERSION, ControllerOutput, max_tokens=260)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ class GeneratorOutput(BaseModel):
     answer: str = Field(min_length=1, max_length=300)
 
 
-SPEC = TaskSpec("generator", VERSION, GeneratorOutput, max_tokens=120)
+SPEC = TaskSpec("generator", VERSION, GeneratorOutput, max_tokens=160)
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,7 +43,8 @@ class WriterOutput(BaseModel):
     entries: list[WrittenEntry] = Field(max_length=MAX_ENTRIES)
 
 
-SPEC = TaskSpec("writer", VERSION, WriterOutput, max_tokens=400)
+# Budget from the schema: 5 entries x (220 chars ~ 60 tokens + ~35 of structure).
+SPEC = TaskSpec("writer", VERSION, WriterOutput, max_tokens=520)
 
 
 def schema(turns: int, existing: int) -> dict[str, Any]:

@@ -1,0 +1,1 @@
+"""Dataset loaders shared by the benchmarks and training."""
