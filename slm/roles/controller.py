@@ -8,7 +8,6 @@ weak model cannot lose the original intent; the model adds at most three.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, date, datetime, time
@@ -16,11 +15,8 @@ from datetime import UTC, date, datetime, time
 from tiermem.errors import SLMError
 from tiermem.pipeline.plan import PlannedQuery, RetrievalPlan, Route, make_plan
 from tiermem.slm.prompts import controller as prompt
-from tiermem.slm.roles.common import RoleRuntime
-from tiermem.slm.task import run_task
+from tiermem.slm.roles.common import Role, RoleRuntime
 from tiermem.types import MemoryKind, SearchFilters, Turn
-
-logger = logging.getLogger(__name__)
 
 MAX_QUERIES = 4
 
@@ -59,15 +55,11 @@ def resolve_constraints(
     ), notes
 
 
-class SLMController:
+class SLMController(Role):
     name = "slm-controller"
 
-    @property
-    def runtime(self) -> RoleRuntime:
-        return self._rt
-
     def __init__(self, runtime: RoleRuntime, multiplier: int = 2, stm_turns: int = 6) -> None:
-        self._rt = runtime
+        super().__init__(runtime)
         self._multiplier = multiplier
         self._stm_turns = stm_turns
 
@@ -80,18 +72,9 @@ class SLMController:
             today=now.date(),
         )
         try:
-            output = run_task(
-                self._rt.backend,
-                prompt.SPEC,
-                prompt.build_messages(inp),
-                self._rt.meter,
-                timeout_s=self._rt.timeout_s,
-                temperature=self._rt.temperature,
-                max_tokens=self._rt.max_tokens,
-            )
+            output = self._rt.call(prompt.SPEC, prompt.build_messages(inp))
         except SLMError as exc:
-            self._rt.meter.record_fallback(prompt.SPEC.name)
-            logger.warning("controller fell back to the plain query: %s", type(exc).__name__)
+            self._rt.fallback(prompt.SPEC.name, exc, "the plain query")
             return make_plan(
                 [PlannedQuery(query)],
                 filters,

@@ -2,29 +2,21 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 
 from tiermem.errors import SLMError
 from tiermem.generator import ExtractiveGenerator
 from tiermem.render import render_memory
 from tiermem.slm.prompts import generator as prompt
-from tiermem.slm.roles.common import RoleRuntime
-from tiermem.slm.task import run_task
+from tiermem.slm.roles.common import Role, RoleRuntime
 from tiermem.types import SearchHit, Turn
 
-logger = logging.getLogger(__name__)
 
-
-class SLMGenerator:
+class SLMGenerator(Role):
     name = "slm-generator"
 
-    @property
-    def runtime(self) -> RoleRuntime:
-        return self._rt
-
     def __init__(self, runtime: RoleRuntime, stm_turns: int = 4) -> None:
-        self._rt = runtime
+        super().__init__(runtime)
         self._stm_turns = stm_turns
 
     def generate(self, query: str, stm: Sequence[Turn], hits: Sequence[SearchHit]) -> str:
@@ -39,17 +31,8 @@ class SLMGenerator:
             today=today,
         )
         try:
-            output = run_task(
-                self._rt.backend,
-                prompt.SPEC,
-                prompt.build_messages(inp),
-                self._rt.meter,
-                timeout_s=self._rt.timeout_s,
-                temperature=self._rt.temperature,
-                max_tokens=self._rt.max_tokens,
-            )
+            output = self._rt.call(prompt.SPEC, prompt.build_messages(inp))
         except SLMError as exc:
-            self._rt.meter.record_fallback(prompt.SPEC.name)
-            logger.warning("generator fell back to the extractive answer: %s", type(exc).__name__)
+            self._rt.fallback(prompt.SPEC.name, exc, "the extractive answer")
             return ExtractiveGenerator().generate(query, stm, hits)
         return output.answer.strip()

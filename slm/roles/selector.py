@@ -11,28 +11,20 @@ candidates in fused first-stage order.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 
 from tiermem.errors import SLMError, SLMOutputInvalid
 from tiermem.pipeline.plan import Candidate, Selection
 from tiermem.render import render_memory
 from tiermem.slm.prompts import selector as prompt
-from tiermem.slm.roles.common import RoleRuntime
-from tiermem.slm.task import run_task
-
-logger = logging.getLogger(__name__)
+from tiermem.slm.roles.common import Role, RoleRuntime
 
 
-class SLMSelector:
+class SLMSelector(Role):
     name = "slm-selector"
 
-    @property
-    def runtime(self) -> RoleRuntime:
-        return self._rt
-
     def __init__(self, runtime: RoleRuntime, min_keep: int = 1) -> None:
-        self._rt = runtime
+        super().__init__(runtime)
         self._min_keep = min_keep
 
     def select(self, queries: Sequence[str], candidates: Sequence[Candidate], k: int) -> Selection:
@@ -41,23 +33,15 @@ class SLMSelector:
         shown = list(candidates[: prompt.MAX_CANDIDATES])
         inp = prompt.SelectorInput(queries, [render_memory(c.entry) for c in shown], k)
         try:
-            output = run_task(
-                self._rt.backend,
-                prompt.SPEC,
-                prompt.build_messages(inp),
-                self._rt.meter,
-                timeout_s=self._rt.timeout_s,
-                temperature=self._rt.temperature,
-                max_tokens=self._rt.max_tokens,
-                schema=prompt.schema(len(shown), k),
+            output = self._rt.call(
+                prompt.SPEC, prompt.build_messages(inp), prompt.schema(len(shown), k)
             )
         except SLMError as exc:
             return self._fallback(candidates, k, exc)
         try:
             picked = self._checked(output.supporting, len(shown), k)
-        except SLMOutputInvalid as exc:
-            self._rt.meter.mark_invalid(prompt.SPEC.name)  # parsed, but named non-candidates
-            return self._fallback(candidates, k, exc)
+        except SLMOutputInvalid as exc:  # parsed, but named non-candidates
+            return self._fallback(candidates, k, exc, parsed=True)
         kept = [(shown[i], 1.0 - pos / k) for pos, i in enumerate(picked)]
         if len(kept) < min(self._min_keep, k):
             chosen = set(picked)
@@ -68,9 +52,10 @@ class SLMSelector:
                     kept.append((c, 0.0))
         return Selection(tuple(kept), "model")
 
-    def _fallback(self, candidates: Sequence[Candidate], k: int, exc: SLMError) -> Selection:
-        self._rt.meter.record_fallback(prompt.SPEC.name)
-        logger.warning("selector fell back to first-stage order: %s", type(exc).__name__)
+    def _fallback(
+        self, candidates: Sequence[Candidate], k: int, exc: SLMError, *, parsed: bool = False
+    ) -> Selection:
+        self._rt.fallback(prompt.SPEC.name, exc, "first-stage order", parsed=parsed)
         return Selection(tuple((c, c.fused) for c in candidates[:k]), "fallback")
 
     def _checked(self, numbers: Sequence[int], count: int, k: int) -> list[int]:

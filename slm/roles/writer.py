@@ -11,7 +11,6 @@ are stored verbatim, one entry per turn, so nothing said is lost.
 from __future__ import annotations
 
 import hashlib
-import logging
 from collections.abc import Sequence
 from datetime import UTC, date, datetime, time
 
@@ -19,12 +18,9 @@ from tiermem.errors import SLMError, SLMOutputInvalid
 from tiermem.pipeline.extract import CandidateEntry, Extraction, TurnExtractor
 from tiermem.render import human_date, render_memory
 from tiermem.slm.prompts import writer as prompt
-from tiermem.slm.roles.common import RoleRuntime
-from tiermem.slm.task import run_task
+from tiermem.slm.roles.common import Role, RoleRuntime
 from tiermem.smalltalk import small_talk_reason
 from tiermem.types import MemoryEntry, MemoryKind, Turn
-
-logger = logging.getLogger(__name__)
 
 
 def _event_time(value: str, sources: Sequence[Turn]) -> datetime:
@@ -37,16 +33,12 @@ def _event_time(value: str, sources: Sequence[Turn]) -> datetime:
     return max(t.timestamp for t in sources)
 
 
-class SLMWriter:
+class SLMWriter(Role):
     name = "slm-writer"
     wants_existing = True
 
-    @property
-    def runtime(self) -> RoleRuntime:
-        return self._rt
-
     def __init__(self, runtime: RoleRuntime, max_turns: int = 8, context_turns: int = 4) -> None:
-        self._rt = runtime
+        super().__init__(runtime)
         self._max_turns = max_turns
         self._context_turns = context_turns
 
@@ -81,29 +73,20 @@ class SLMWriter:
             existing=[render_memory(e) for e in shown],
         )
         try:
-            output = run_task(
-                self._rt.backend,
-                prompt.SPEC,
-                prompt.build_messages(inp),
-                self._rt.meter,
-                timeout_s=self._rt.timeout_s,
-                temperature=self._rt.temperature,
-                max_tokens=self._rt.max_tokens,
-                schema=prompt.schema(len(chunk), len(shown)),
+            output = self._rt.call(
+                prompt.SPEC, prompt.build_messages(inp), prompt.schema(len(chunk), len(shown))
             )
         except SLMError as exc:
             return self._fallback(chunk, context, exc)
         try:
             return [self._candidate(e, chunk, shown) for e in output.entries if e.text.strip()]
-        except SLMOutputInvalid as exc:
-            self._rt.meter.mark_invalid(prompt.SPEC.name)  # parsed, but named unknown turns
-            return self._fallback(chunk, context, exc)
+        except SLMOutputInvalid as exc:  # parsed, but named unknown turns
+            return self._fallback(chunk, context, exc, parsed=True)
 
     def _fallback(
-        self, chunk: Sequence[Turn], context: Sequence[Turn], exc: SLMError
+        self, chunk: Sequence[Turn], context: Sequence[Turn], exc: SLMError, *, parsed: bool = False
     ) -> list[CandidateEntry]:
-        self._rt.meter.record_fallback(prompt.SPEC.name)
-        logger.warning("writer fell back to verbatim turns: %s", type(exc).__name__)
+        self._rt.fallback(prompt.SPEC.name, exc, "verbatim turns", parsed=parsed)
         return list(TurnExtractor().extract(chunk, context).candidates)
 
     def _candidate(
