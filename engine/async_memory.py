@@ -40,10 +40,14 @@ class AsyncMemory:
 
     @classmethod
     def from_defaults(
-        cls, data_dir: str | Path | None = None, *, clock: Clock | None = None
+        cls,
+        data_dir: str | Path | None = None,
+        *,
+        model: str | None = None,
+        clock: Clock | None = None,
     ) -> AsyncMemory:
         memory = cls.__new__(cls)
-        memory.sync = Memory.from_defaults(data_dir, clock=clock)
+        memory.sync = Memory.from_defaults(data_dir, model=model, clock=clock)
         return memory
 
     async def add(

@@ -19,7 +19,7 @@ from types import TracebackType
 
 from tiermem.clock import Clock
 from tiermem.components import Components, build_components
-from tiermem.config import TiermemConfig
+from tiermem.config import BackendConfig, TiermemConfig
 from tiermem.errors import ClosedError, MemoryNotFoundError
 from tiermem.pipeline.read import run_search
 from tiermem.pipeline.write import run_add, run_delete, run_update
@@ -79,10 +79,27 @@ class Memory:
 
     @classmethod
     def from_defaults(
-        cls, data_dir: str | Path | None = None, *, clock: Clock | None = None
+        cls,
+        data_dir: str | Path | None = None,
+        *,
+        model: str | None = None,
+        clock: Clock | None = None,
     ) -> Memory:
-        """The embedded default: everything on disk under ``data_dir``, no server needed."""
-        return cls(TiermemConfig.for_data_dir(data_dir or DEFAULT_DATA_DIR), clock=clock)
+        """The embedded default: everything on disk under ``data_dir``, no server needed.
+
+        ``model`` (an alias such as ``"qwen0.5b"``, or a GGUF path) runs the SLM roles
+        in-process through llama.cpp; without it the model-free stages run."""
+        config = TiermemConfig.for_data_dir(data_dir or DEFAULT_DATA_DIR)
+        if model is not None:
+            config = config.model_copy(
+                update={
+                    "slm": config.slm.model_copy(
+                        update={"backend": BackendConfig(kind="llamacpp", model=model)}
+                    ),
+                    "generator": config.generator.model_copy(update={"kind": "model"}),
+                }
+            )
+        return cls(config, clock=clock)
 
     @property
     def components(self) -> Components:
