@@ -20,6 +20,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from tiermem.bench.metrics import evidence_recall
 from tiermem.bench.stats import percentile
 from tiermem.config import BackendConfig, GeneratorConfig, SLMConfig, TiermemConfig
 from tiermem.datasets.locomo import LocomoSample, load_locomo, session_messages
@@ -38,15 +39,6 @@ class PathResult:
     context_tokens: float
     question_s_p50: float
     meter: dict[str, dict[str, Any]]
-
-
-def evidence_recall(evidence: tuple[str, ...], delivered: set[str]) -> float:
-    """Share of gold evidence ids among the delivered source turns.
-
-    >>> evidence_recall(("D1:1", "D1:2"), {"D1:2", "D3:4"})
-    0.5
-    """
-    return sum(e in delivered for e in evidence) / len(evidence) if evidence else 0.0
 
 
 def run_path(
