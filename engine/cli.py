@@ -46,6 +46,22 @@ def _parser() -> argparse.ArgumentParser:
         "--embedder", choices=("sentence-transformers", "hash"), default="sentence-transformers"
     )
     mtm.add_argument("--out", type=Path, help="also write the results as JSON here")
+    loco = suites.add_parser("locomo", help="tiermem beside naive-rag, bm25, full-context")
+    loco.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
+    loco.add_argument("--out", type=Path, required=True, help="results, report and plots")
+    loco.add_argument(
+        "--systems", default=",".join(("tiermem", "naive-rag", "bm25", "full-context"))
+    )
+    loco.add_argument("--conversations", help="0-based sample indices, e.g. 0,1")
+    loco.add_argument("--max-questions", type=int, help="per conversation, in file order")
+    loco.add_argument("-k", type=int, default=10, help="memories / turns delivered")
+    loco.add_argument(
+        "--model", help="tiermem's SLM roles on this llama.cpp model (default: model-free roles)"
+    )
+    loco.add_argument("--generator", help="answer every system's questions with this model")
+    loco.add_argument("--judge-url", help="OpenAI-compatible endpoint of an LLM judge")
+    loco.add_argument("--judge-model", help="the judge's model name at that endpoint")
+    loco.add_argument("--resume", action="store_true", help="continue an interrupted run")
     slm = suites.add_parser("slm", help="SLM role validity, latency and cost on a LoCoMo file")
     slm.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
     slm.add_argument("--conversation", type=int, default=0, help="which sample (0-based)")
@@ -77,7 +93,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             demo_main(args.data_dir, args.embedder, None if args.no_slm else args.model, console)
         elif args.command == "bench":
-            if args.suite == "mtm":
+            if args.suite == "locomo":
+                from tiermem.bench.locomo import RunConfig, run
+
+                run(
+                    RunConfig(
+                        data=args.data,
+                        out=args.out,
+                        systems=tuple(x.strip() for x in args.systems.split(",") if x.strip()),
+                        conversations=tuple(int(x) for x in args.conversations.split(","))
+                        if args.conversations
+                        else None,
+                        max_questions=args.max_questions,
+                        k=args.k,
+                        model=args.model,
+                        generator=args.generator,
+                        judge_url=args.judge_url,
+                        judge_model=args.judge_model,
+                        resume=args.resume,
+                    ),
+                    console,
+                )
+            elif args.suite == "mtm":
                 from tiermem.bench.mtm import main as mtm_main
 
                 sizes = [int(s) for s in args.sizes.split(",") if s.strip()]

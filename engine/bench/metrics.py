@@ -30,7 +30,9 @@ def _stem(word: str) -> str:
 
 
 def normalize_answer(text: str) -> str:
-    """>>> normalize_answer("The Lisbon half-marathon, and a run!")
+    """Lower case, no commas or punctuation, without the words a/an/the/and.
+
+    >>> normalize_answer("The Lisbon half-marathon, and a run!")
     'lisbon halfmarathon run'
     """
     text = text.replace(",", "").lower().translate(_PUNCTUATION)

