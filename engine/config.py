@@ -9,7 +9,7 @@ read only at the edge (``tiermem.settings``, used by the CLI and the service).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from tiermem.errors import ConfigError
@@ -69,7 +69,7 @@ class BackendConfig(_Section):
     """
 
     kind: Literal["none", "llamacpp", "ollama", "openai", "scripted"] = "none"
-    model: str = "qwen0.5b"
+    model: str = ""  # empty: the kind's default (qwen0.5b; llama3.2:1b-instruct-q4_K_M)
     host: str = "http://127.0.0.1:11434"
     keep_alive: str = "30m"
     base_url: str | None = None
@@ -78,6 +78,27 @@ class BackendConfig(_Section):
     n_ctx: int = Field(default=4096, ge=512)
     n_threads: int | None = Field(default=None, gt=0)
     request_timeout_s: float = Field(default=120.0, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_model(cls, data: Any) -> Any:
+        """An empty model means the kind's default; ``openai`` has none and needs a URL."""
+        if not isinstance(data, dict):
+            return data
+        kind = data.get("kind", "none")
+        if not data.get("model"):
+            defaults = {
+                "llamacpp": "qwen0.5b",
+                "ollama": "llama3.2:1b-instruct-q4_K_M",
+                "scripted": "scripted",
+                "none": "",
+            }
+            if kind not in defaults:
+                raise ValueError(f"slm backend kind {kind!r} needs a model name")
+            data = {**data, "model": defaults[kind]}
+        if kind == "openai" and not data.get("base_url"):
+            raise ValueError("slm backend kind 'openai' needs base_url")
+        return data
 
 
 class RoleConfig(_Section):

@@ -24,6 +24,7 @@ from tiermem.errors import ClosedError, MemoryNotFoundError
 from tiermem.pipeline.read import run_search
 from tiermem.pipeline.write import run_add, run_delete, run_update
 from tiermem.render import render_context
+from tiermem.slm.meter import Meter
 from tiermem.types import (
     AddResult,
     AnswerResult,
@@ -100,6 +101,11 @@ class Memory:
                 }
             )
         return cls(config, clock=clock)
+
+    @property
+    def meter(self) -> Meter:
+        """Every model call's counters (calls, validity, fallbacks, tokens, latency), by task."""
+        return self._c.meter
 
     @property
     def components(self) -> Components:
