@@ -62,6 +62,18 @@ def _parser() -> argparse.ArgumentParser:
     loco.add_argument("--judge-url", help="OpenAI-compatible endpoint of an LLM judge")
     loco.add_argument("--judge-model", help="the judge's model name at that endpoint")
     loco.add_argument("--resume", action="store_true", help="continue an interrupted run")
+    abl = suites.add_parser("ablations", help="MTM growth and error injection")
+    abl.add_argument("--data", type=Path, required=True)
+    abl.add_argument("--conversation", type=int, default=0)
+    abl.add_argument("--questions", type=int, default=50)
+    abl.add_argument("-k", type=int, default=10)
+    abl.add_argument("--sizes", default="100,1000,5000,10000")
+    abl.add_argument("--model", help="SLM roles for error injection (llama.cpp alias or GGUF)")
+    abl.add_argument(
+        "--reuse-state",
+        type=Path,
+        help="an ingested tiermem data dir (from bench locomo) to start from",
+    )
     slm = suites.add_parser("slm", help="SLM role validity, latency and cost on a LoCoMo file")
     slm.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
     slm.add_argument("--conversation", type=int, default=0, help="which sample (0-based)")
@@ -112,6 +124,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                         judge_model=args.judge_model,
                         resume=args.resume,
                     ),
+                    console,
+                )
+            elif args.suite == "ablations":
+                from tiermem.bench.ablations import main as ablations_main
+
+                ablations_main(
+                    args.data,
+                    args.conversation,
+                    args.questions,
+                    args.k,
+                    [int(x) for x in args.sizes.split(",")],
+                    args.model,
+                    args.reuse_state,
                     console,
                 )
             elif args.suite == "mtm":
