@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -176,5 +176,5 @@ def main(
     console.print(_role_table(results[0]))
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps([r.__dict__ for r in results], indent=2, default=str))
+        out.write_text(json.dumps([asdict(r) for r in results], indent=2, default=str))
     return results

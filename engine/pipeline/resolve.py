@@ -4,7 +4,8 @@
   new entry is added and the old one is kept with ``superseded_by`` set (SUPERSEDE), never
   overwritten. A dissimilar "replacement" is a model error: it is counted and ignored.
 - near an existing entry (cosine >= the merge threshold): merged into it (MERGE): the newer
-  text wins, the source turns are united, the old text stays in its history.
+  text wins, the source turns are united, the old text stays in its history. This is decided
+  first: a copy of a stored memory is never taken as an update of another.
 - otherwise: added (ADD).
 Verbatim turn entries are never merged: each turn keeps its own entry.
 """
@@ -57,33 +58,43 @@ def plan_writes(
     vectors: Vectors,
     merge_threshold: float,
 ) -> WritePlan:
-    """Decide add / merge / supersede for each proposed entry (see the module docstring)."""
+    """Decide add / merge / supersede for each proposed entry (see the module docstring).
+
+    A near-duplicate of a live entry merges into it before any ``replaces`` is considered:
+    measured on LoCoMo with Qwen2.5-Coder-0.5B, the writer often copies a memory it was shown
+    and marks it as replacing a different one; a copy is not an update."""
     plan = WritePlan()
     now = c.clock.now()
     for item, vector in zip(proposed, vectors, strict=True):
         entry = item.entry
+        twin = (_nearest(c, user_id, vector, plan, merge_threshold)
+                if entry.kind is not MemoryKind.TURN else None)
+        if twin is not None:
+            old, similarity = twin
+            if item.replaces is not None and item.replaces != old.id:
+                c.meter.record_event("writer", "copy_not_update")
+            plan.merges.append((old, merged_entry(old, entry, now), similarity))
+            continue
         if item.replaces is not None:
-            target = c.store.get(user_id, [item.replaces])
-            if target and target[0].superseded_by is None:
-                similarity = statement_similarity(c, entry, target[0])
-                if similarity >= c.policy.supersede_min_similarity:
-                    plan.supersedes.append((target[0], entry))
-                    plan.adds.append(entry)
-                    plan.add_vectors.append(vector)
-                    continue
-                # A weak model marks unrelated facts as updates; keep both instead.
-                c.meter.record_event("writer", "supersede_rejected")
-        if entry.kind is not MemoryKind.TURN:
-            twin = _nearest(c, user_id, vector, plan, merge_threshold)
-            if twin is not None:
-                old, similarity = twin
-                plan.merges.append((old, merged_entry(old, entry, now), similarity))
-                continue
+            _accept_supersede(c, user_id, item, plan)  # the new entry is added either way
         plan.adds.append(entry)
         plan.add_vectors.append(vector)
     if plan.merges:
         plan.merge_vectors = list(embed_entries(c, [new for _, new, _ in plan.merges]))
     return plan
+
+
+def _accept_supersede(c: Components, user_id: str, item: Proposed, plan: WritePlan) -> None:
+    """Record a supersede if the target is live and the two statements are related; a weak
+    model marks unrelated facts as updates, and then both are kept (counted)."""
+    assert item.replaces is not None
+    target = c.store.get(user_id, [item.replaces])
+    if not target or target[0].superseded_by is not None:
+        return
+    if statement_similarity(c, item.entry, target[0]) < c.policy.supersede_min_similarity:
+        c.meter.record_event("writer", "supersede_rejected")
+        return
+    plan.supersedes.append((target[0], item.entry))
 
 
 def statement_similarity(c: Components, a: MemoryEntry, b: MemoryEntry) -> float:

@@ -2,7 +2,9 @@
 
 Small talk is dropped by rules first (no model call). The remaining turns go to the model in
 chunks of at most ``max_turns`` turns, with the session's earlier turns as context and the
-user's related memories so the model can mark an update (``replaces``).
+user's related memories so the model can mark an update (``replaces``). With ``keep_turns``
+(the default) the turns are also kept verbatim beside the writer's entries: a small writer's
+entries are lossy, and the verbatim turns are the floor on what retrieval can find.
 
 Fallback (counted): on invalid output, timeout or an unreachable backend, the chunk's turns
 are stored verbatim, one entry per turn, so nothing said is lost.
@@ -37,10 +39,12 @@ class SLMWriter(Role):
     name = "slm-writer"
     wants_existing = True
 
-    def __init__(self, runtime: RoleRuntime, max_turns: int = 8, context_turns: int = 4) -> None:
+    def __init__(self, runtime: RoleRuntime, max_turns: int = 8, context_turns: int = 4,
+                 *, keep_turns: bool = True) -> None:
         super().__init__(runtime)
         self._max_turns = max_turns
         self._context_turns = context_turns
+        self._keep_turns = keep_turns
 
     def extract(
         self, turns: Sequence[Turn], context: Sequence[Turn], existing: Sequence[MemoryEntry]
@@ -49,23 +53,26 @@ class SLMWriter(Role):
         skipped: list[str] = []
         previous = context[-1] if context else None
         for turn in turns:
-            (
+            if small_talk_reason(turn, previous):
                 skipped.append(turn.turn_id)
-                if small_talk_reason(turn, previous)
-                else kept.append(turn)
-            )
+            else:
+                kept.append(turn)
             previous = turn
         candidates: list[CandidateEntry] = []
         before = list(context)
         for start in range(0, len(kept), self._max_turns):
             chunk = kept[start : start + self._max_turns]
-            candidates.extend(self._write(chunk, before[-self._context_turns :], existing))
+            facts = self._write(chunk, before[-self._context_turns :], existing)
+            candidates.extend(facts or [])
+            if facts is None or self._keep_turns:  # the verbatim turns: a floor on recall
+                candidates.extend(TurnExtractor().extract(chunk, before).candidates)
             before.extend(chunk)
         return Extraction(tuple(candidates), tuple(skipped))
 
     def _write(
         self, chunk: Sequence[Turn], context: Sequence[Turn], existing: Sequence[MemoryEntry]
-    ) -> list[CandidateEntry]:
+    ) -> list[CandidateEntry] | None:
+        """The writer's entries for ``chunk``, or ``None`` when the model failed (counted)."""
         shown = list(existing[: prompt.MAX_ENTRIES + 3])
         inp = prompt.WriterInput(
             turns=[f"{human_date(t.timestamp)} · {t.speaker}: {t.content}" for t in chunk],
@@ -77,17 +84,13 @@ class SLMWriter(Role):
                 prompt.SPEC, prompt.build_messages(inp), prompt.schema(len(chunk), len(shown))
             )
         except SLMError as exc:
-            return self._fallback(chunk, context, exc)
+            self._rt.fallback(prompt.SPEC.name, exc, "verbatim turns")
+            return None
         try:
             return [self._candidate(e, chunk, shown) for e in output.entries if e.text.strip()]
         except SLMOutputInvalid as exc:  # parsed, but named unknown turns
-            return self._fallback(chunk, context, exc, parsed=True)
-
-    def _fallback(
-        self, chunk: Sequence[Turn], context: Sequence[Turn], exc: SLMError, *, parsed: bool = False
-    ) -> list[CandidateEntry]:
-        self._rt.fallback(prompt.SPEC.name, exc, "verbatim turns", parsed=parsed)
-        return list(TurnExtractor().extract(chunk, context).candidates)
+            self._rt.fallback(prompt.SPEC.name, exc, "verbatim turns", parsed=True)
+            return None
 
     def _candidate(
         self, entry: prompt.WrittenEntry, chunk: Sequence[Turn], shown: Sequence[MemoryEntry]

@@ -17,7 +17,9 @@ from tests.slm.conftest import Script, entry, numbered
 
 @pytest.fixture
 def writer_memory(make_slm_memory: Callable[..., Memory]) -> Memory:
-    return make_slm_memory(controller={"enabled": False}, selector={"enabled": False})
+    """The writer's own entries, without the verbatim turns kept beside them by default."""
+    return make_slm_memory(controller={"enabled": False}, selector={"enabled": False},
+                           writer_keep_turns=False)
 
 
 def _writer_calls(memory: Memory) -> list[object]:
@@ -194,7 +196,7 @@ def test_readding_known_turns_costs_no_model_call(writer_memory: Memory, script:
 def test_capacity_evicts_superseded_then_least_useful_with_audit(
     make_slm_memory: Callable[..., Memory], script: Script, clock: ManualClock
 ) -> None:
-    memory = make_slm_memory(capacity=5, controller={"enabled": False}, selector={"enabled": False})
+    memory = make_slm_memory(capacity=5, controller={"enabled": False}, selector={"enabled": False}, writer_keep_turns=False)
     topics = ["cello", "tennis", "sushi", "Berlin", "gardening", "chess"]
     ids = []
     for day, topic in enumerate(topics):
@@ -235,7 +237,7 @@ def test_writer_never_sees_another_users_memories(writer_memory: Memory, script:
 def test_capacity_evicts_superseded_entries_first(
     make_slm_memory: Callable[..., Memory], script: Script, clock: ManualClock
 ) -> None:
-    memory = make_slm_memory(capacity=3, controller={"enabled": False}, selector={"enabled": False})
+    memory = make_slm_memory(capacity=3, controller={"enabled": False}, selector={"enabled": False}, writer_keep_turns=False)
     script.queue(
         "writer", {"entries": [entry("Maya is vegetarian and eats no fish.", 1, kind="preference")]}
     )
@@ -283,3 +285,41 @@ def test_a_dissimilar_replacement_is_rejected_and_counted(
     assert len(writer_memory.get_all("maya")) == 2
     events = writer_memory.components.meter.snapshot()["writer"]["events"]
     assert events == {"supersede_rejected": 1}
+
+
+def test_a_copy_marked_as_an_update_merges_and_supersedes_nothing(
+    writer_memory: Memory, script: Script
+) -> None:
+    """Seen with a 0.5B writer: it copies memory [2] it was shown and says it replaces [1]."""
+    script.queue("writer", {"entries": [entry("Maya is vegetarian and eats no fish.", 1),
+                                        entry("Maya's dog Miso hates thunderstorms.", 2)]})
+    first = writer_memory.add(chat(("user", "I'm vegetarian."), ("user", "Miso hates storms.")),
+                              user_id="maya")
+
+    def copy_as_update(request: object) -> dict[str, object]:
+        shown = numbered(request, "Existing memories:")  # type: ignore[arg-type]
+        veg = next(i for i, line in enumerate(shown, 1) if "vegetarian" in line)
+        return {"entries": [entry("Maya's dog Miso hates thunderstorms.", 1, replaces=veg)]}
+
+    script.on("writer", copy_as_update)
+    result = writer_memory.add(chat(("user", "Storms scare Miso."),
+                                    start=T0 + timedelta(hours=1)), user_id="maya")
+    assert result.superseded == () and result.entries == ()
+    assert [m.id for m in result.merged] == [first.entries[1].id]
+    assert writer_memory.get(first.entries[0].id, "maya").superseded_by is None
+    events = writer_memory.meter.snapshot()["writer"]["events"]
+    assert events == {"copy_not_update": 1}
+
+
+def test_verbatim_turns_are_kept_beside_the_writers_entries_by_default(
+    make_slm_memory: Callable[..., Memory], script: Script
+) -> None:
+    memory = make_slm_memory(controller={"enabled": False}, selector={"enabled": False})
+    script.queue("writer", {"entries": [entry("Maya plays the cello in a quartet.", 1, 2)]})
+    result = memory.add(chat(("user", "I play the cello."), ("user", "In a quartet, Sundays."),
+                             ("user", "Thanks!")), user_id="maya")
+    kinds = sorted(e.kind.value for e in result.entries)
+    assert kinds == ["fact", "turn", "turn"]  # "Thanks!" is small talk: no entry at all
+    fact = next(e for e in result.entries if e.kind is MemoryKind.FACT)
+    turns = {e.source_turn_ids[0] for e in result.entries if e.kind is MemoryKind.TURN}
+    assert set(fact.source_turn_ids) == turns
