@@ -116,7 +116,8 @@ def _build_roles(config: TiermemConfig, meter: Meter) -> _Roles:
         else PassthroughPlanner(multiplier),
         selector=SLMSelector(selector, slm.selector_min_keep) if selector else TopKSelector(),
         extractor=SLMWriter(writer, slm.writer_max_turns, keep_turns=slm.writer_keep_turns)
-        if writer else TurnExtractor(),
+        if writer
+        else TurnExtractor(),
         generator=SLMGenerator(generator) if generator else ExtractiveGenerator(),
         closers=(pool.close,),
     )

@@ -67,8 +67,11 @@ def plan_writes(
     now = c.clock.now()
     for item, vector in zip(proposed, vectors, strict=True):
         entry = item.entry
-        twin = (_nearest(c, user_id, vector, plan, merge_threshold)
-                if entry.kind is not MemoryKind.TURN else None)
+        twin = (
+            _nearest(c, user_id, vector, plan, merge_threshold)
+            if entry.kind is not MemoryKind.TURN
+            else None
+        )
         if twin is not None:
             old, similarity = twin
             if item.replaces is not None and item.replaces != old.id:

@@ -39,8 +39,14 @@ class SLMWriter(Role):
     name = "slm-writer"
     wants_existing = True
 
-    def __init__(self, runtime: RoleRuntime, max_turns: int = 8, context_turns: int = 4,
-                 *, keep_turns: bool = True) -> None:
+    def __init__(
+        self,
+        runtime: RoleRuntime,
+        max_turns: int = 8,
+        context_turns: int = 4,
+        *,
+        keep_turns: bool = True,
+    ) -> None:
         super().__init__(runtime)
         self._max_turns = max_turns
         self._context_turns = context_turns

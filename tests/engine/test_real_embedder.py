@@ -65,8 +65,13 @@ def test_embedded_default_answers_with_source_turns(tmp_path: Path) -> None:
 
 
 def test_demo_runs_on_the_embedded_default() -> None:
-    done = subprocess.run([sys.executable, "-m", "tiermem.cli", "demo", "--no-slm"],
-                          capture_output=True, text=True, timeout=600, check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "tiermem.cli", "demo", "--no-slm"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
     assert done.stdout.count("asks:") == 8
     # the dense + BM25 baseline finds the cat's name
     cat = done.stdout.split("What is my cat called?")[1]
@@ -78,8 +83,13 @@ def test_demo_runs_on_the_embedded_default() -> None:
 def test_demo_runs_the_slm_roles() -> None:
     """The demo's default path, on the smoke-test model CI provisions (the default model,
     qwen0.5b, is provisioned by `make demo`)."""
-    done = subprocess.run([sys.executable, "-m", "tiermem.cli", "demo", "--model", "smollm2"],
-                          capture_output=True, text=True, timeout=900, check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "tiermem.cli", "demo", "--model", "smollm2"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=True,
+    )
     assert done.stdout.count("asks:") == 8
     calls = int(done.stdout.rsplit("model calls: ", 1)[1].split()[0])
     assert calls >= 8  # the writer at ingestion, then controller and selector per question

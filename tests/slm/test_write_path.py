@@ -18,8 +18,9 @@ from tests.slm.conftest import Script, entry, numbered
 @pytest.fixture
 def writer_memory(make_slm_memory: Callable[..., Memory]) -> Memory:
     """The writer's own entries, without the verbatim turns kept beside them by default."""
-    return make_slm_memory(controller={"enabled": False}, selector={"enabled": False},
-                           writer_keep_turns=False)
+    return make_slm_memory(
+        controller={"enabled": False}, selector={"enabled": False}, writer_keep_turns=False
+    )
 
 
 def _writer_calls(memory: Memory) -> list[object]:
@@ -196,7 +197,12 @@ def test_readding_known_turns_costs_no_model_call(writer_memory: Memory, script:
 def test_capacity_evicts_superseded_then_least_useful_with_audit(
     make_slm_memory: Callable[..., Memory], script: Script, clock: ManualClock
 ) -> None:
-    memory = make_slm_memory(capacity=5, controller={"enabled": False}, selector={"enabled": False}, writer_keep_turns=False)
+    memory = make_slm_memory(
+        capacity=5,
+        controller={"enabled": False},
+        selector={"enabled": False},
+        writer_keep_turns=False,
+    )
     topics = ["cello", "tennis", "sushi", "Berlin", "gardening", "chess"]
     ids = []
     for day, topic in enumerate(topics):
@@ -237,7 +243,12 @@ def test_writer_never_sees_another_users_memories(writer_memory: Memory, script:
 def test_capacity_evicts_superseded_entries_first(
     make_slm_memory: Callable[..., Memory], script: Script, clock: ManualClock
 ) -> None:
-    memory = make_slm_memory(capacity=3, controller={"enabled": False}, selector={"enabled": False}, writer_keep_turns=False)
+    memory = make_slm_memory(
+        capacity=3,
+        controller={"enabled": False},
+        selector={"enabled": False},
+        writer_keep_turns=False,
+    )
     script.queue(
         "writer", {"entries": [entry("Maya is vegetarian and eats no fish.", 1, kind="preference")]}
     )
@@ -291,10 +302,18 @@ def test_a_copy_marked_as_an_update_merges_and_supersedes_nothing(
     writer_memory: Memory, script: Script
 ) -> None:
     """Seen with a 0.5B writer: it copies memory [2] it was shown and says it replaces [1]."""
-    script.queue("writer", {"entries": [entry("Maya is vegetarian and eats no fish.", 1),
-                                        entry("Maya's dog Miso hates thunderstorms.", 2)]})
-    first = writer_memory.add(chat(("user", "I'm vegetarian."), ("user", "Miso hates storms.")),
-                              user_id="maya")
+    script.queue(
+        "writer",
+        {
+            "entries": [
+                entry("Maya is vegetarian and eats no fish.", 1),
+                entry("Maya's dog Miso hates thunderstorms.", 2),
+            ]
+        },
+    )
+    first = writer_memory.add(
+        chat(("user", "I'm vegetarian."), ("user", "Miso hates storms.")), user_id="maya"
+    )
 
     def copy_as_update(request: object) -> dict[str, object]:
         shown = numbered(request, "Existing memories:")  # type: ignore[arg-type]
@@ -302,9 +321,11 @@ def test_a_copy_marked_as_an_update_merges_and_supersedes_nothing(
         return {"entries": [entry("Maya's dog Miso hates thunderstorms.", 1, replaces=veg)]}
 
     script.on("writer", copy_as_update)
-    result = writer_memory.add(chat(("user", "Storms scare Miso."),
-                                    start=T0 + timedelta(hours=1)), user_id="maya")
-    assert result.superseded == () and result.entries == ()
+    result = writer_memory.add(
+        chat(("user", "Storms scare Miso."), start=T0 + timedelta(hours=1)), user_id="maya"
+    )
+    assert result.superseded == ()
+    assert result.entries == ()
     assert [m.id for m in result.merged] == [first.entries[1].id]
     assert writer_memory.get(first.entries[0].id, "maya").superseded_by is None
     events = writer_memory.meter.snapshot()["writer"]["events"]
@@ -316,8 +337,12 @@ def test_verbatim_turns_are_kept_beside_the_writers_entries_by_default(
 ) -> None:
     memory = make_slm_memory(controller={"enabled": False}, selector={"enabled": False})
     script.queue("writer", {"entries": [entry("Maya plays the cello in a quartet.", 1, 2)]})
-    result = memory.add(chat(("user", "I play the cello."), ("user", "In a quartet, Sundays."),
-                             ("user", "Thanks!")), user_id="maya")
+    result = memory.add(
+        chat(
+            ("user", "I play the cello."), ("user", "In a quartet, Sundays."), ("user", "Thanks!")
+        ),
+        user_id="maya",
+    )
     kinds = sorted(e.kind.value for e in result.entries)
     assert kinds == ["fact", "turn", "turn"]  # "Thanks!" is small talk: no entry at all
     fact = next(e for e in result.entries if e.kind is MemoryKind.FACT)
