@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from tiermem.components import Components
 from tiermem.embedding.base import EmbedMode, check_vectors
+from tiermem.lexical import lexical_query
 from tiermem.pipeline.plan import Candidate, RetrievalPlan, Route
 from tiermem.ranking import reciprocal_rank_fusion
 from tiermem.stores.base import AccessUpdate
@@ -28,7 +29,8 @@ def first_stage(c: Components, user_id: str, plan: RetrievalPlan) -> list[Candid
         if budget == 0:
             continue
         # LTM is not built yet: a query routed there searches MTM (see plan.notes).
-        hits = c.store.hybrid_search(user_id, vectors[i], query.text, plan.filters, budget)
+        hits = c.store.hybrid_search(user_id, vectors[i], lexical_query(query.text),
+                                     plan.filters, budget)
         fused = reciprocal_rank_fusion(
             {
                 "dense": [h.entry.id for h in hits.dense],

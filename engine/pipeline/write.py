@@ -15,6 +15,7 @@ from datetime import datetime
 from tiermem.components import Components
 from tiermem.embedding.base import EmbedMode
 from tiermem.journal import AuditRecord
+from tiermem.lexical import lexical_query
 from tiermem.pipeline.capacity import enforce_capacity
 from tiermem.pipeline.commit import commit, embed_entries
 from tiermem.pipeline.extract import CandidateEntry
@@ -58,7 +59,8 @@ def related_memories(c: Components, user_id: str, turns: Sequence[Turn]) -> list
     """The user's stored memories most related to these turns, for the writer to update."""
     text = " ".join(t.content for t in turns)[:2000]
     vector = c.embedder.embed([text], EmbedMode.QUERY)[0]
-    hits = c.store.hybrid_search(user_id, vector, text, SearchFilters(), RELATED_MEMORIES)
+    hits = c.store.hybrid_search(user_id, vector, lexical_query(text), SearchFilters(),
+                                 RELATED_MEMORIES)
     seen: dict[str, MemoryEntry] = {}
     for hit in [*hits.dense, *hits.lexical]:
         seen.setdefault(hit.entry.id, hit.entry)

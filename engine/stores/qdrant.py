@@ -222,33 +222,25 @@ class QdrantStore:
     def hybrid_search(
         self, user_id: str, vector: Vectors, text: str, filters: SearchFilters, limit: int
     ) -> HybridHits:
-        """Dense and BM25 in one round trip (a batch of two queries)."""
+        """Dense and BM25 in one round trip (a batch of two queries); ``text`` is the BM25
+        query (see ``tiermem.lexical``): when empty, only the dense query runs."""
         name = self._collection(user_id, create=False)
         if name is None:
             return HybridHits([], [])
         query_filter = to_qdrant_filter(filters)
         requests = [
-            models.QueryRequest(
-                query=vector.reshape(-1).tolist(),
-                using=DENSE,
-                filter=query_filter,
-                limit=limit,
-                with_payload=True,
-            ),
-            models.QueryRequest(
-                query=models.TextQuery(text=text),
-                using=INDEX_TEXT,
-                filter=query_filter,
-                limit=limit,
-                with_payload=True,
-            ),
+            models.QueryRequest(query=vector.reshape(-1).tolist(), using=DENSE,
+                                filter=query_filter, limit=limit, with_payload=True),
         ]
-        dense, lexical = self._call(
+        if text.strip():
+            requests.append(models.QueryRequest(query=models.TextQuery(text=text),
+                                                using=INDEX_TEXT, filter=query_filter,
+                                                limit=limit, with_payload=True))
+        responses = self._call(
             "query_batch_points", lambda: self._client.query_batch_points(name, requests)
         )
-        return HybridHits(
-            self._scored(user_id, dense.points), self._scored(user_id, lexical.points)
-        )
+        lexical = self._scored(user_id, responses[1].points) if len(responses) > 1 else []
+        return HybridHits(self._scored(user_id, responses[0].points), lexical)
 
     def _scored(self, user_id: str, points: list[models.ScoredPoint]) -> list[ScoredEntry]:
         return [

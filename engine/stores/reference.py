@@ -81,6 +81,8 @@ class ReferenceStore:
     def _bm25(
         self, user_id: str, text: str, filters: SearchFilters, limit: int
     ) -> list[ScoredEntry]:
+        if not text.strip():
+            return []
         with self._lock:
             entries = list(self._entries.get(user_id, {}).values())
         documents = {

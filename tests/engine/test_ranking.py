@@ -59,3 +59,20 @@ def test_lexical_match_is_found_when_dense_alone_would_miss_it(memory: Memory) -
     assert "QX7TZ9" in hits[0].entry.text
     assert hits[0].explanation.components["bm25"] > 0
     assert "rrf" in hits[0].explanation.components
+
+
+def test_stop_words_do_not_outvote_the_meaning(memory: Memory) -> None:
+    """Without stop-word removal BM25 scores "My brother works as a pilot." for "What is my
+    dog's name?" (it shares "my"), and rank fusion can let that beat the dense match."""
+    memory.add(chat(("user", "I adopted a greyhound called Comet."),
+                    ("user", "My brother works as a pilot.")), user_id="ana")
+    hits = memory.search("What is my dog's name?", "ana", k=2)
+    pilot = next(h for h in hits if "pilot" in h.entry.text)
+    assert "bm25" not in pilot.explanation.components  # only "dog name" went to BM25
+
+
+def test_a_query_of_stop_words_only_runs_dense_alone(memory: Memory) -> None:
+    memory.add(chat(("user", "I adopted a greyhound called Comet.")), user_id="ana")
+    hits = memory.search("what is it?", "ana", k=1)
+    assert hits
+    assert "bm25" not in hits[0].explanation.components

@@ -1,0 +1,24 @@
+"""The lexical side of the first stage: which words of a query BM25 should match.
+
+Qdrant's text index (and its local BM25) keeps stop words, so "What is my dog's name?" would
+rank every turn containing "my" or "is" above one about a greyhound called Comet. Only the
+query's content words go to BM25; documents keep theirs (only query terms score).
+"""
+
+from __future__ import annotations
+
+import re
+
+STOPWORDS = frozenset(["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "aren't", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "can't", "cannot", "could", "couldn't", "did", "didn't", "do", "does", "doesn't", "doing", "don't", "down", "during", "each", "few", "for", "from", "further", "had", "hadn't", "has", "hasn't", "have", "haven't", "having", "he", "he'd", "he'll", "he's", "her", "here", "here's", "hers", "herself", "him", "himself", "his", "how", "how's", "i", "i'd", "i'll", "i'm", "i've", "if", "in", "into", "is", "isn't", "it", "it's", "its", "itself", "let's", "me", "more", "most", "mustn't", "my", "myself", "no", "nor", "not", "of", "off", "on", "once", "only", "or", "other", "ought", "our", "ours", "ourselves", "out", "over", "own", "same", "shan't", "she", "she'd", "she'll", "she's", "should", "shouldn't", "so", "some", "such", "than", "that", "that's", "the", "their", "theirs", "them", "themselves", "then", "there", "there's", "these", "they", "they'd", "they'll", "they're", "they've", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "wasn't", "we", "we'd", "we'll", "we're", "we've", "were", "weren't", "what", "what's", "when", "when's", "where", "where's", "which", "while", "who", "who's", "whom", "why", "why's", "will", "with", "won't", "would", "wouldn't", "you", "you'd", "you'll", "you're", "you've", "your", "yours", "yourself", "yourselves", "s", "t", "did", "does", "ever", "also", "just"])
+
+_WORD = re.compile(r"[\w']+")
+
+
+def lexical_query(text: str) -> str:
+    """The content words of ``text``, in order; empty when it has none.
+
+    >>> lexical_query("What is my dog's name?")
+    'dog name'
+    """
+    words = [w.removesuffix("'s").removesuffix("’s") for w in _WORD.findall(text)]
+    return " ".join(w for w in words if w and w.lower() not in STOPWORDS)
