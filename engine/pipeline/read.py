@@ -29,8 +29,9 @@ def first_stage(c: Components, user_id: str, plan: RetrievalPlan) -> list[Candid
         if budget == 0:
             continue
         # LTM is not built yet: a query routed there searches MTM (see plan.notes).
-        hits = c.store.hybrid_search(user_id, vectors[i], lexical_query(query.text),
-                                     plan.filters, budget)
+        hits = c.store.hybrid_search(
+            user_id, vectors[i], lexical_query(query.text), plan.filters, budget
+        )
         fused = reciprocal_rank_fusion(
             {
                 "dense": [h.entry.id for h in hits.dense],

@@ -59,8 +59,9 @@ def related_memories(c: Components, user_id: str, turns: Sequence[Turn]) -> list
     """The user's stored memories most related to these turns, for the writer to update."""
     text = " ".join(t.content for t in turns)[:2000]
     vector = c.embedder.embed([text], EmbedMode.QUERY)[0]
-    hits = c.store.hybrid_search(user_id, vector, lexical_query(text), SearchFilters(),
-                                 RELATED_MEMORIES)
+    hits = c.store.hybrid_search(
+        user_id, vector, lexical_query(text), SearchFilters(), RELATED_MEMORIES
+    )
     seen: dict[str, MemoryEntry] = {}
     for hit in [*hits.dense, *hits.lexical]:
         seen.setdefault(hit.entry.id, hit.entry)

@@ -229,13 +229,24 @@ class QdrantStore:
             return HybridHits([], [])
         query_filter = to_qdrant_filter(filters)
         requests = [
-            models.QueryRequest(query=vector.reshape(-1).tolist(), using=DENSE,
-                                filter=query_filter, limit=limit, with_payload=True),
+            models.QueryRequest(
+                query=vector.reshape(-1).tolist(),
+                using=DENSE,
+                filter=query_filter,
+                limit=limit,
+                with_payload=True,
+            ),
         ]
         if text.strip():
-            requests.append(models.QueryRequest(query=models.TextQuery(text=text),
-                                                using=INDEX_TEXT, filter=query_filter,
-                                                limit=limit, with_payload=True))
+            requests.append(
+                models.QueryRequest(
+                    query=models.TextQuery(text=text),
+                    using=INDEX_TEXT,
+                    filter=query_filter,
+                    limit=limit,
+                    with_payload=True,
+                )
+            )
         responses = self._call(
             "query_batch_points", lambda: self._client.query_batch_points(name, requests)
         )

@@ -64,8 +64,13 @@ def test_lexical_match_is_found_when_dense_alone_would_miss_it(memory: Memory) -
 def test_stop_words_do_not_outvote_the_meaning(memory: Memory) -> None:
     """Without stop-word removal BM25 scores "My brother works as a pilot." for "What is my
     dog's name?" (it shares "my"), and rank fusion can let that beat the dense match."""
-    memory.add(chat(("user", "I adopted a greyhound called Comet."),
-                    ("user", "My brother works as a pilot.")), user_id="ana")
+    memory.add(
+        chat(
+            ("user", "I adopted a greyhound called Comet."),
+            ("user", "My brother works as a pilot."),
+        ),
+        user_id="ana",
+    )
     hits = memory.search("What is my dog's name?", "ana", k=2)
     pilot = next(h for h in hits if "pilot" in h.entry.text)
     assert "bm25" not in pilot.explanation.components  # only "dog name" went to BM25
