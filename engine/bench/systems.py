@@ -65,6 +65,15 @@ def _turns(sample: LocomoSample) -> list[_Turn]:
     return out
 
 
+def _delivered(turns: Sequence[_Turn], top: Sequence[int], started: float) -> Retrieved:
+    """The chosen turns, as delivered to a generator, with the time since ``started``."""
+    return Retrieved(
+        tuple(turns[i].dia_id for i in top),
+        [turns[i].line for i in top],
+        time.perf_counter() - started,
+    )
+
+
 class NaiveRAG:
     """Top-k turns by all-MiniLM-L6-v2 cosine."""
 
@@ -84,11 +93,7 @@ class NaiveRAG:
         started = time.perf_counter()
         scores = self._matrix @ self._embedder.embed([question], EmbedMode.QUERY)[0]
         top = [int(i) for i in np.argsort(-scores, kind="stable")[: self._k]]
-        return Retrieved(
-            tuple(self._turns[i].dia_id for i in top),
-            [self._turns[i].line for i in top],
-            time.perf_counter() - started,
-        )
+        return _delivered(self._turns, top, started)
 
     def close(self) -> None:
         return None
@@ -115,11 +120,7 @@ class BM25:
         started = time.perf_counter()
         scores = bm25_scores(self._docs, question, DEFAULT_K1, DEFAULT_B)
         top = sorted(scores, key=lambda i: (-scores[i], i))[: self._k]
-        return Retrieved(
-            tuple(self._turns[i].dia_id for i in top),
-            [self._turns[i].line for i in top],
-            time.perf_counter() - started,
-        )
+        return _delivered(self._turns, top, started)
 
     def close(self) -> None:
         return None
