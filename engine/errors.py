@@ -148,3 +148,16 @@ class SLMUnavailable(SLMError):  # noqa: N818
 
 class ModelNotInstalledError(ConfigError):
     """A model alias was named but its weights are not provisioned."""
+
+
+class LTMError(TiermemError):
+    """The knowledge graph could not be loaded, saved or updated."""
+
+
+class LTMCorruptError(LTMError):
+    """The saved graph is unreadable or of an unknown schema version."""
+
+    def __init__(self, path: object, reason: str) -> None:
+        super().__init__(f"knowledge graph at {path} cannot be loaded: {reason}")
+        self.path = path
+        self.reason = reason

@@ -1,0 +1,296 @@
+"""``LongTermMemory``: the knowledge graph with its lock, its file and the consolidation state.
+
+Reads (``search``) and the offline job's writes (``commit``) are serialised by one lock held
+only for in-memory work; the file is written outside it. The file holds the graph and each
+user's consolidation watermark under an opaque key, saved together atomically: the graph on
+disk and the watermark can never disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy.typing as npt
+from tiermem.errors import LTMCorruptError
+from tiermem.ltm.decay import Confidence
+from tiermem.ltm.graph import DecayPolicy, KnowledgeGraph
+from tiermem.ltm.persist import atomic_write, discard_leftovers
+from tiermem.ltm.provenance import Provenance
+from tiermem.ltm.update import EdgeUnit, NodeUnit, UpdateCounts, apply_units
+
+logger = logging.getLogger(__name__)
+
+SCHEMA = "tiermem-ltm"
+SCHEMA_VERSION = 1
+DEFAULT_DECAY = DecayPolicy()
+GRAPH_FILE = "graph.json"
+
+
+@dataclass(frozen=True, slots=True)
+class UserState:
+    """Where consolidation of one user's MTM stands. Entries whose (time, id) is at or below
+    ``watermark`` are done; ``ahead`` holds marks of entries done out of order above it."""
+
+    watermark: tuple[str, str] | None = None
+    ahead: frozenset[str] = frozenset()
+    runs: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "watermark": list(self.watermark) if self.watermark else None,
+            "ahead": sorted(self.ahead),
+            "runs": self.runs,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> UserState:
+        wm = data.get("watermark")
+        return cls(
+            (str(wm[0]), str(wm[1])) if wm else None, frozenset(data["ahead"]), int(data["runs"])
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LTMFact:
+    """A piece of knowledge found for a query, rendered as a short fact."""
+
+    id: str
+    text: str
+    score: float  # cosine of the seed it was reached from, halved per hop
+    confidence: Confidence
+    evidence: int
+    first_supported: datetime
+    last_supported: datetime
+    hops: int
+
+
+@dataclass(frozen=True, slots=True)
+class SearchPolicy:
+    seeds: int = 4
+    hops: int = 1
+    min_similarity: float = 0.35
+    hop_discount: float = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Ticket:
+    """What a consolidation run read at its start; its commit is refused if that changed."""
+
+    user_key: str
+    state: UserState
+    epoch: int
+
+
+@dataclass(slots=True)
+class CommitResult:
+    counts: UpdateCounts
+    pruned: list[str] = field(default_factory=list)
+
+
+class LongTermMemory:
+    """The cross-user knowledge graph. ``path=None`` keeps it in memory only."""
+
+    def __init__(
+        self,
+        path: Path | None,
+        dim: int,
+        provenance: Provenance,
+        *,
+        decay: DecayPolicy = DEFAULT_DECAY,
+        search_policy: SearchPolicy | None = None,
+        merge_threshold: float = 0.9,
+    ) -> None:
+        self.path = path
+        self.dim = dim
+        self.provenance = provenance
+        self.decay = decay
+        self.search_policy = search_policy or SearchPolicy()
+        self.merge_threshold = merge_threshold
+        self._lock = threading.RLock()
+        self._save_lock = threading.Lock()
+        self._generation = 0
+        self._saved_generation = 0
+        self._epochs: dict[str, int] = {}  # bumped by erasure, checked by commits
+        self._graph, self._states = self._load()
+
+    # -- files -------------------------------------------------------------------------------
+    @property
+    def file(self) -> Path | None:
+        return self.path / GRAPH_FILE if self.path is not None else None
+
+    def _load(self) -> tuple[KnowledgeGraph, dict[str, UserState]]:
+        file = self.file
+        if file is None:
+            return KnowledgeGraph(self.dim), {}
+        discard_leftovers(file)
+        try:
+            raw = file.read_bytes()
+        except FileNotFoundError:
+            return KnowledgeGraph(self.dim), {}
+        try:
+            doc = json.loads(raw)
+            if doc.get("schema") != SCHEMA:
+                raise LTMCorruptError(file, "not a tiermem knowledge graph")
+            if doc.get("version") != SCHEMA_VERSION:
+                raise LTMCorruptError(file, f"schema version {doc.get('version')!r}")
+            if doc.get("dim") != self.dim:
+                raise LTMCorruptError(file, f"embedding dim {doc.get('dim')} is not {self.dim}")
+            graph = KnowledgeGraph.from_records(self.dim, doc["graph"])
+            states = {k: UserState.from_json(v) for k, v in doc["users"].items()}
+        except LTMCorruptError:
+            raise
+        except (ValueError, KeyError, TypeError) as exc:
+            raise LTMCorruptError(file, f"{type(exc).__name__}: {exc}") from exc
+        return graph, states
+
+    def _snapshot(self) -> bytes:
+        doc = {
+            "schema": SCHEMA,
+            "version": SCHEMA_VERSION,
+            "dim": self.dim,
+            "graph": self._graph.to_records(),
+            "users": {k: s.to_json() for k, s in sorted(self._states.items())},
+        }
+        return json.dumps(doc, separators=(",", ":")).encode()
+
+    def save(self) -> None:
+        """Write the current graph and states atomically (no-op in memory-only mode)."""
+        file = self.file
+        if file is None:
+            return
+        with self._save_lock:
+            with self._lock:
+                generation = self._generation
+                if generation == self._saved_generation and file.exists():
+                    return
+                data = self._snapshot()
+            atomic_write(file, data)
+            self._saved_generation = generation
+
+    # -- reads -------------------------------------------------------------------------------
+    @property
+    def node_count(self) -> int:
+        with self._lock:
+            return self._graph.node_count
+
+    @property
+    def edge_count(self) -> int:
+        with self._lock:
+            return self._graph.edge_count
+
+    def state(self, user_id: str) -> UserState:
+        with self._lock:
+            return self._states.get(self.provenance.user_key(user_id), UserState())
+
+    def facts(self) -> list[str]:
+        """Every node and edge rendered as a fact (for inspection and tests)."""
+        with self._lock:
+            return [self._graph.render(i) for i in self._graph.items()]
+
+    def inventory(self, now: datetime) -> list[LTMFact]:
+        """Every node and edge with its evidence and confidence now (for inspection)."""
+        with self._lock:
+            return [self._fact(i, 1.0, 0, now) for i in self._graph.items()]
+
+    def _fact(self, item_id: str, score: float, hops: int, now: datetime) -> LTMFact:
+        item = self._graph.item(item_id)
+        return LTMFact(
+            item_id,
+            item.text,
+            score,
+            self._graph.confidence(item_id, now, self.decay),
+            item.evidence,
+            item.first_supported,
+            item.last_supported,
+            hops,
+        )
+
+    def anchors(self, vector: npt.ArrayLike, n: int) -> list[tuple[str, str]]:
+        """The ``n`` nodes nearest to ``vector``: (node id, rendered fact)."""
+        with self._lock:
+            found = self._graph.index.search(vector, n, prefix="n:")
+            return [(nid, self._graph.render(nid)) for nid, _ in found]
+
+    def search(self, vector: npt.ArrayLike, n: int, now: datetime) -> list[LTMFact]:
+        """The nodes and edges nearest to ``vector`` (at least ``min_similarity``), expanded
+        by ``hops`` along the graph; best first, at most ``n``."""
+        p = self.search_policy
+        with self._lock:
+            g = self._graph
+            found: dict[str, tuple[float, int]] = {}
+            for item_id, score in g.index.search(vector, p.seeds, min_score=p.min_similarity):
+                found[item_id] = max(found.get(item_id, (score, 0)), (score, 0))
+                if item_id.startswith("n:") and p.hops > 0:
+                    for eid, hop in g.neighbourhood(item_id, p.hops):
+                        reached = score * p.hop_discount**hop
+                        if reached > found.get(eid, (-1.0, 0))[0]:
+                            found[eid] = (reached, hop)
+            ranked = sorted(found.items(), key=lambda x: (-x[1][0], x[0]))
+            out = []
+            for item_id, (score, hop) in ranked:
+                fact = self._fact(item_id, score, hop, now)
+                if fact.confidence.value < self.decay.prune_below:
+                    continue
+                out.append(fact)
+                if len(out) == n:
+                    break
+            return out
+
+    # -- writes (the offline job and erasure) ----------------------------------------------------
+    def begin(self, user_id: str) -> Ticket:
+        """Start work on a user: their current state, to be handed back to ``commit``."""
+        key = self.provenance.user_key(user_id)
+        with self._lock:
+            return Ticket(key, self._states.get(key, UserState()), self._epochs.get(key, 0))
+
+    def commit(
+        self,
+        ticket: Ticket,
+        nodes: Sequence[NodeUnit],
+        edges: Sequence[EdgeUnit],
+        state: UserState,
+        now: datetime,
+    ) -> tuple[Ticket, CommitResult] | None:
+        """Apply one chunk's units and the user's new state, prune what decayed, and save.
+        Returns ``None`` and changes nothing if the user was erased or their state moved on
+        since ``ticket``; else the ticket for the next commit and what changed."""
+        with self._lock:
+            key = ticket.user_key
+            current = self._states.get(key, UserState())
+            if current != ticket.state or self._epochs.get(key, 0) != ticket.epoch:
+                return None
+            counts = apply_units(self._graph, nodes, edges, now, self.merge_threshold)
+            pruned = self._graph.prune(now, self.decay)
+            self._states[key] = state
+            self._generation += 1
+        self.save()
+        return replace(ticket, state=state), CommitResult(counts, pruned)
+
+    def forget_user(self, user_id: str, entry_ids: Sequence[str]) -> tuple[int, int]:
+        """Withdraw the support of these entries of this user and drop the user's state:
+        (items removed, items whose evidence was decremented)."""
+        keys = self.provenance.entry_keys(user_id, entry_ids)
+        with self._lock:
+            removed, decremented = self._graph.withdraw(keys)
+            user_key = self.provenance.user_key(user_id)
+            self._states.pop(user_key, None)
+            self._epochs[user_key] = self._epochs.get(user_key, 0) + 1
+            self._generation += 1
+        self.save()
+        return removed, decremented
+
+    def decay_now(self, now: datetime) -> list[str]:
+        """Prune what has decayed below the threshold; the ids removed."""
+        with self._lock:
+            pruned = self._graph.prune(now, self.decay)
+            if pruned:
+                self._generation += 1
+        self.save()
+        return pruned
