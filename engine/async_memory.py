@@ -17,6 +17,7 @@ import asyncio
 from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from tiermem.clock import Clock
 from tiermem.components import Components
@@ -24,6 +25,10 @@ from tiermem.config import TiermemConfig
 from tiermem.memory import ForgetReport, Memory
 from tiermem.types import AddResult, AnswerResult, AuditEvent, MemoryEntry, SearchFilters, SearchHit
 from tiermem.validation import MessageLike
+
+if TYPE_CHECKING:
+    from tiermem.offline.consolidate import ConsolidationReport
+    from tiermem.offline.scheduler import SchedulerState
 
 
 class AsyncMemory:
@@ -96,6 +101,12 @@ class AsyncMemory:
 
     async def forget_user(self, user_id: str) -> ForgetReport:
         return await asyncio.to_thread(self.sync.forget_user, user_id)
+
+    async def consolidate_now(self, user_id: str | None = None) -> ConsolidationReport:
+        return await asyncio.to_thread(self.sync.consolidate_now, user_id)
+
+    async def consolidation_state(self) -> SchedulerState:
+        return await asyncio.to_thread(self.sync.consolidation_state)
 
     async def close(self) -> None:
         await asyncio.to_thread(self.sync.close)

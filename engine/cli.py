@@ -90,6 +90,17 @@ def _parser() -> argparse.ArgumentParser:
     listing = model_commands.add_parser("list", help="show the known models and their files")
     listing.add_argument("--cache", type=Path)
 
+    cons = commands.add_parser(
+        "consolidate", help="turn MTM into LTM knowledge (offline job; --once: one run)"
+    )
+    cons.add_argument("--once", action="store_true", help="one run, then exit")
+    cons.add_argument("--config", type=Path, help="a TOML file")
+    cons.add_argument("--data-dir", type=Path, help="the memory's data directory")
+    cons.add_argument("--user", help="only this user")
+    cons.add_argument(
+        "--model", help="the consolidation model: llama.cpp alias or GGUF (default qwen1.5b)"
+    )
+
     config = commands.add_parser("config", help="print the configuration in effect")
     config.add_argument("--config", type=Path, help="a TOML file")
     return parser
@@ -158,6 +169,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
         elif args.command == "models":
             _models(args, console)
+        elif args.command == "consolidate":
+            from tiermem.offline.cli import consolidate
+
+            consolidate(args.config, args.data_dir, args.user, args.model, args.once, console)
         elif args.command == "config":
             from tiermem.settings import load_config
 

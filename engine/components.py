@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tiermem.clock import Clock, SystemClock
-from tiermem.config import RoleConfig, TiermemConfig
+from tiermem.config import LTMConfig, RoleConfig, TiermemConfig
 from tiermem.embedding import Embedder, build_embedder
 from tiermem.generator import ExtractiveGenerator, Generator
 from tiermem.journal import Journal
+from tiermem.ltm.graph import DecayPolicy
+from tiermem.ltm.provenance import Provenance, load_or_create_secret
+from tiermem.ltm.store import LongTermMemory, SearchPolicy
 from tiermem.pipeline.extract import EntryExtractor, TurnExtractor
 from tiermem.pipeline.plan import PassthroughPlanner, Planner, Selector, TopKSelector
 from tiermem.slm.meter import Meter
+from tiermem.slm.registry import BackendPool
 from tiermem.stm import ShortTermMemory
 from tiermem.stores import MTMStore, build_mtm_store
 from tiermem.tokens import ApproxTokenCounter, TokenCounter
@@ -43,6 +48,8 @@ class Components:
     policy: Policy = Policy()
     meter: Meter = field(default_factory=Meter)
     closers: tuple[Callable[[], None], ...] = ()
+    ltm: LongTermMemory | None = None
+    pool: BackendPool | None = None
 
 
 def build_components(config: TiermemConfig, clock: Clock | None = None) -> Components:
@@ -51,6 +58,7 @@ def build_components(config: TiermemConfig, clock: Clock | None = None) -> Compo
     tokens = ApproxTokenCounter()
     meter = Meter()
     roles = _build_roles(config, meter)
+    ltm = build_ltm(config.ltm, embedder.dim) if config.ltm.enabled else None
     store = build_mtm_store(config.mtm, embedder.dim)
     try:
         journal = Journal(config.journal.path)
@@ -73,6 +81,28 @@ def build_components(config: TiermemConfig, clock: Clock | None = None) -> Compo
         extractor=roles.extractor,
         generator=roles.generator,
         closers=roles.closers,
+        ltm=ltm,
+        pool=roles.pool,
+    )
+
+
+def build_ltm(config: LTMConfig, dim: int) -> LongTermMemory:
+    """The knowledge graph under ``config.path`` (loaded if saved), or in memory."""
+    if config.secret is not None:
+        secret = bytes.fromhex(config.secret.get_secret_value())
+    elif config.path is not None:
+        secret = load_or_create_secret(config.path.expanduser() / "secret.key")
+    else:
+        secret = secrets.token_bytes(32)
+    return LongTermMemory(
+        config.path.expanduser() if config.path is not None else None,
+        dim,
+        Provenance(secret),
+        decay=DecayPolicy(config.evidence_gain, config.half_life_days, config.prune_below),
+        search_policy=SearchPolicy(
+            config.search_seeds, config.search_hops, config.search_min_similarity
+        ),
+        merge_threshold=config.merge_threshold,
     )
 
 
@@ -83,11 +113,12 @@ class _Roles:
     extractor: EntryExtractor
     generator: Generator
     closers: tuple[Callable[[], None], ...]
+    pool: BackendPool
 
 
 def _build_roles(config: TiermemConfig, meter: Meter) -> _Roles:
     """The SLM roles the configuration turns on, model-free stages for the rest."""
-    from tiermem.slm.registry import BackendPool, role_runtime
+    from tiermem.slm.registry import role_runtime
     from tiermem.slm.roles.controller import SLMController
     from tiermem.slm.roles.generator import SLMGenerator
     from tiermem.slm.roles.selector import SLMSelector
@@ -110,14 +141,16 @@ def _build_roles(config: TiermemConfig, meter: Meter) -> _Roles:
         else None
     )
     multiplier = slm.candidate_multiplier
+    share = config.ltm.max_share if config.ltm.enabled else 0.0
     return _Roles(
-        planner=SLMController(controller, multiplier)
+        planner=SLMController(controller, multiplier, ltm_share=share)
         if controller
-        else PassthroughPlanner(multiplier),
+        else PassthroughPlanner(multiplier, ltm_share=share),
         selector=SLMSelector(selector, slm.selector_min_keep) if selector else TopKSelector(),
         extractor=SLMWriter(writer, slm.writer_max_turns, keep_turns=slm.writer_keep_turns)
         if writer
         else TurnExtractor(),
         generator=SLMGenerator(generator) if generator else ExtractiveGenerator(),
         closers=(pool.close,),
+        pool=pool,
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from tiermem.errors import ConfigError
 
 
@@ -133,11 +133,45 @@ class SLMConfig(_Section):
     models_dir: Path = Path("~/.cache/tiermem/models")
 
 
+class ConsolidationConfig(_Section):
+    """The offline job that turns MTM batches into LTM knowledge.
+
+    ``backend`` is the large model (any OpenAI-compatible endpoint in production; the
+    embedded default runs Qwen2.5-Coder-1.5B in-process). ``interval_minutes = 0`` turns the
+    background scheduler off (``consolidate_now()`` still works)."""
+
+    backend: BackendConfig = BackendConfig(kind="llamacpp", model="qwen1.5b", n_threads=1)
+    timeout_s: float = Field(default=240.0, gt=0)
+    max_tokens: int = Field(default=700, gt=0)
+    batch_size: int = Field(default=48, ge=1)  # entries per user per run
+    chunk_size: int = Field(default=6, ge=1, le=16)  # entries per model call
+    anchors: int = Field(default=6, ge=0, le=16)  # nearest nodes shown to the model
+    interval_minutes: float = Field(default=30.0, ge=0)
+    trigger_turns: int = Field(default=12, ge=1)  # a run is due after this many new turns
+    capacity_pressure: float = Field(default=0.9, gt=0, le=1)  # of MTM capacity
+    retry_s: float = Field(default=60.0, gt=0)
+    misfire_grace_s: int = Field(default=300, ge=1)
+
+
 class LTMConfig(_Section):
-    """Cross-user knowledge graph (offline consolidation)."""
+    """Cross-user knowledge graph, written by offline consolidation, read beside MTM.
+
+    ``secret`` keys the provenance hashes (hex, >= 16 bytes); unset, one is generated and
+    kept in ``path/secret.key`` (or per process when ``path`` is unset)."""
 
     enabled: bool = False
     path: Path | None = None
+    secret: SecretStr | None = None
+    merge_threshold: float = Field(default=0.9, gt=0, le=1)  # cosine: the same node
+    evidence_gain: float = Field(default=0.5, gt=0, lt=1)
+    half_life_days: float = Field(default=60.0, gt=0)
+    prune_below: float = Field(default=0.1, ge=0, lt=1)
+    search_seeds: int = Field(default=4, ge=1)
+    search_hops: int = Field(default=1, ge=0, le=3)
+    search_min_similarity: float = Field(default=0.35, ge=-1, le=1)
+    # LTM facts may take at most this share of the k memories a search returns.
+    max_share: float = Field(default=0.3, ge=0, le=1)
+    consolidation: ConsolidationConfig = ConsolidationConfig()
 
 
 class GeneratorConfig(_Section):

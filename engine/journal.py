@@ -193,6 +193,32 @@ class Journal:
             for tid, sid, role, speaker, content, at in rows
         }
 
+    def user_ids(self) -> list[str]:
+        """Every user with stored turns or audit rows."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT user_id FROM turns UNION SELECT user_id FROM audit ORDER BY 1"
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def speakers(self, user_id: str | None = None) -> list[str]:
+        """The speaker names of this user's stored turns (of every user's, if ``None``)."""
+        where, params = ("WHERE user_id = ?", (user_id,)) if user_id is not None else ("", ())
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT DISTINCT speaker FROM turns {where} ORDER BY 1",
+                params,
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def memory_ids(self, user_id: str) -> list[str]:
+        """Every memory id this user ever had (the audit log keeps deleted and merged ones)."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT DISTINCT memory_id FROM audit WHERE user_id = ? ORDER BY 1", (user_id,)
+            ).fetchall()
+        return [r[0] for r in rows]
+
     def count_audit(self, user_id: str) -> int:
         with self._lock:
             row = self._conn.execute("SELECT COUNT(*) FROM audit WHERE user_id = ?", (user_id,))

@@ -16,11 +16,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from tiermem.clock import Clock
 from tiermem.components import Components, build_components
 from tiermem.config import BackendConfig, TiermemConfig
-from tiermem.errors import ClosedError, MemoryNotFoundError
+from tiermem.errors import ClosedError, ConfigError, MemoryNotFoundError
 from tiermem.pipeline.read import run_search
 from tiermem.pipeline.write import run_add, run_delete, run_update
 from tiermem.render import render_context
@@ -44,6 +45,11 @@ from tiermem.validation import (
     validate_user_id,
 )
 
+if TYPE_CHECKING:
+    from tiermem.offline.consolidate import ConsolidationReport
+    from tiermem.offline.scheduler import SchedulerState
+    from tiermem.offline.wiring import Consolidation
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_DATA_DIR = Path("~/.local/share/tiermem")
@@ -51,12 +57,15 @@ DEFAULT_DATA_DIR = Path("~/.local/share/tiermem")
 
 @dataclass(frozen=True, slots=True)
 class ForgetReport:
-    """What ``forget_user`` removed."""
+    """What ``forget_user`` removed. ``ltm_removed``: knowledge items supported only by this
+    user, now gone; ``ltm_decremented``: shared items that lost this user's evidence."""
 
     entries: int
     turns: int
     audit_rows: int
     stm_sessions: int
+    ltm_removed: int = 0
+    ltm_decremented: int = 0
 
 
 class Memory:
@@ -77,6 +86,16 @@ class Memory:
         self._c = components if components is not None else build_components(config, clock)
         self._write_lock = threading.RLock()
         self._closed = False
+        self._consolidation: Consolidation | None = None
+        self._turns_since_trigger = 0
+        if self._c.ltm is not None:
+            from tiermem.offline.wiring import start_consolidation
+
+            try:
+                self._consolidation = start_consolidation(config, self._c, self._write_lock)
+            except BaseException:
+                self.close()
+                raise
 
     @classmethod
     def from_defaults(
@@ -129,7 +148,23 @@ class Memory:
         sid = validate_session_id(session_id)
         turns = normalize_messages(messages, uid, sid, self._c.clock)
         with self._write_lock:
-            return run_add(self._c, uid, sid, turns)
+            result = run_add(self._c, uid, sid, turns)
+        self._maybe_trigger(uid, result)
+        return result
+
+    def _maybe_trigger(self, user_id: str, result: AddResult) -> None:
+        """Consolidation is due after enough new turns, or when MTM is under pressure. It
+        runs in the background; ``add`` never waits for it."""
+        if self._consolidation is None:
+            return
+        cfg = self.config.ltm.consolidation
+        self._turns_since_trigger += len(result.turns)
+        pressure = bool(result.evicted_ids) or self._c.store.count(user_id) >= (
+            cfg.capacity_pressure * self.config.mtm.capacity
+        )
+        if pressure or self._turns_since_trigger >= cfg.trigger_turns:
+            self._turns_since_trigger = 0
+            self._consolidation.scheduler.trigger()
 
     def update(self, memory_id: str, text: str, user_id: str) -> MemoryEntry:
         """Replace an entry's text (re-embedded); the old text stays in its history."""
@@ -152,10 +187,41 @@ class Memory:
         uid = validate_user_id(user_id)
         with self._write_lock:
             entries = self._c.store.count(uid)
+            ltm_removed = ltm_decremented = 0
+            if self._c.ltm is not None:  # first, while the journal still knows the entry ids
+                ids = {
+                    e.id
+                    for e in self._c.store.list_entries(uid, SearchFilters(include_superseded=True))
+                }
+                ids.update(self._c.journal.memory_ids(uid))
+                ltm_removed, ltm_decremented = self._c.ltm.forget_user(uid, sorted(ids))
             self._c.store.drop_user(uid)
             counts = self._c.journal.forget_user(uid)
             sessions = self._c.stm.forget_user(uid)
-        return ForgetReport(entries, counts.turns, counts.audit_rows, sessions)
+        return ForgetReport(
+            entries, counts.turns, counts.audit_rows, sessions, ltm_removed, ltm_decremented
+        )
+
+    # -- offline consolidation ------------------------------------------------------------
+    def consolidate_now(self, user_id: str | None = None) -> ConsolidationReport:
+        """Run consolidation in this thread (after any run in flight) for every user, or
+        one. Raises ``ConfigError`` when LTM is off."""
+        self._check_open()
+        consolidation = self._require_consolidation()
+        if user_id is None:
+            return consolidation.scheduler.run_now()
+        uid = validate_user_id(user_id)
+        return consolidation.run_for(uid)
+
+    def consolidation_state(self) -> SchedulerState:
+        """The scheduler as it stands: running, pending, runs, failures, next run, last
+        report. Raises ``ConfigError`` when LTM is off."""
+        return self._require_consolidation().scheduler.state()
+
+    def _require_consolidation(self) -> Consolidation:
+        if self._consolidation is None:
+            raise ConfigError("LTM is off: set ltm.enabled to consolidate")
+        return self._consolidation
 
     # -- reads ----------------------------------------------------------------------------
     def search(
@@ -236,7 +302,11 @@ class Memory:
         if self._closed:
             return
         self._closed = True
+        if self._consolidation is not None:
+            self._consolidation.stop()  # finishes the chunk in flight, commits nothing more
         try:
+            if self._c.ltm is not None:
+                self._c.ltm.save()
             self._c.store.close()
         finally:
             self._c.journal.close()

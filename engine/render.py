@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from tiermem.types import MemoryEntry, SearchHit
+from tiermem.types import MemoryEntry, MemoryKind, SearchHit
 
 
 def human_date(when: datetime) -> str:
@@ -23,6 +23,8 @@ def index_text(entry: MemoryEntry) -> str:
 
 
 def render_memory(entry: MemoryEntry) -> str:
+    if entry.kind is MemoryKind.KNOWLEDGE:  # cross-user knowledge has no episode date
+        return f"[general knowledge] {entry.text}"
     return f"[{human_date(entry.effective_time)}] {entry.text}"
 
 

@@ -28,6 +28,7 @@ class MemoryKind(StrEnum):
     EVENT = "event"
     PREFERENCE = "preference"
     PLAN = "plan"
+    KNOWLEDGE = "knowledge"  # a de-identified fact from the cross-user LTM, never stored in MTM
 
 
 class AuditOp(StrEnum):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -47,9 +48,12 @@ def make_plan(
     multiplier: int,
     source: str,
     notes: Sequence[str] = (),
+    ltm_share: float = 1.0,
 ) -> RetrievalPlan:
     """Budget arithmetic: ``multiplier*k`` candidates split by query weight; ``k`` split over
-    MTM and LTM by the weight routed to each (a query routed to both counts half to each)."""
+    MTM and LTM by the weight routed to each (a query routed to both counts half to each),
+    LTM's part capped at ``ltm_share`` of ``k``. The LTM part is a cap, not a reservation:
+    MTM fills what LTM does not use."""
     weights = [q.weight for q in queries]
     mtm = sum(
         q.weight * (1.0 if q.route is Route.MTM else 0.5 if q.route is Route.BOTH else 0.0)
@@ -57,6 +61,9 @@ def make_plan(
     )
     ltm = sum(weights) - mtm
     k_mtm, k_ltm = split_budget(k, [mtm, ltm]) if ltm > 0 else (k, 0)
+    cap = math.ceil(k * ltm_share - 1e-9)
+    if k_ltm > cap:
+        k_mtm, k_ltm = k - cap, cap
     return RetrievalPlan(
         queries=tuple(queries),
         filters=filters,
@@ -78,17 +85,27 @@ class Planner(Protocol):
 
 
 class PassthroughPlanner:
-    """No model: the user's own query, routed to MTM, with all of the candidate budget."""
+    """No model: the user's own query with all of the candidate budget, routed to MTM, or
+    to both tiers when LTM is on."""
 
     name = "passthrough"
 
-    def __init__(self, multiplier: int = 2) -> None:
+    def __init__(self, multiplier: int = 2, *, ltm_share: float = 0.0) -> None:
         self._multiplier = multiplier
+        self._ltm_share = ltm_share  # > 0: LTM is on and searched beside MTM
 
     def plan(
         self, query: str, stm: Sequence[Turn], k: int, filters: SearchFilters, now: datetime
     ) -> RetrievalPlan:
-        return make_plan([PlannedQuery(query)], filters, k, self._multiplier, "passthrough")
+        route = Route.BOTH if self._ltm_share > 0 else Route.MTM
+        return make_plan(
+            [PlannedQuery(query, route)],
+            filters,
+            k,
+            self._multiplier,
+            "passthrough",
+            ltm_share=self._ltm_share,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,61 +7,135 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from tiermem.components import Components
-from tiermem.embedding.base import EmbedMode, check_vectors
+from tiermem.embedding.base import EmbedMode, Vectors, check_vectors
 from tiermem.lexical import lexical_query
 from tiermem.pipeline.plan import Candidate, RetrievalPlan, Route
 from tiermem.ranking import reciprocal_rank_fusion
 from tiermem.stores.base import AccessUpdate
-from tiermem.types import ScoreExplanation, SearchFilters, SearchHit, Turn
+from tiermem.types import MemoryEntry, MemoryKind, ScoreExplanation, SearchFilters, SearchHit, Turn
 
 
 def first_stage(c: Components, user_id: str, plan: RetrievalPlan) -> list[Candidate]:
-    """Hybrid search per planned query, each within its candidate budget; merged across
-    queries by rank fusion (query weights as fusion weights) and cut to the total budget."""
+    """Hybrid search per planned query, each within its candidate budget, on the tiers the
+    query is routed to (LTM beside MTM when it is on); merged across queries and tiers by rank
+    fusion (query weights as fusion weights) and cut to the total budget."""
     texts = [q.text for q in plan.queries]
     vectors = check_vectors(
         c.embedder.embed(texts, EmbedMode.QUERY), len(texts), c.store.dim, c.embedder.name
     )
     per_query: dict[str, list[str]] = {}
-    entries = {}
-    components: dict[str, dict[str, float]] = {}
+    weights: dict[str, float] = {}
+    found: dict[str, Candidate] = {}
+    use_ltm = ltm_applies(c, plan)
     for i, (query, budget) in enumerate(zip(plan.queries, plan.candidate_budgets, strict=True)):
         if budget == 0:
             continue
-        # LTM is not built yet: a query routed there searches MTM (see plan.notes).
-        hits = c.store.hybrid_search(
-            user_id, vectors[i], lexical_query(query.text), plan.filters, budget
-        )
-        fused = reciprocal_rank_fusion(
-            {
-                "dense": [h.entry.id for h in hits.dense],
-                "bm25": [h.entry.id for h in hits.lexical],
-            }
-        )[:budget]
-        per_query[f"q{i}"] = [f.key for f in fused]
-        for h in hits.dense + hits.lexical:
-            entries[h.entry.id] = h.entry
-        for source, found in (("dense", hits.dense), ("bm25", hits.lexical)):
-            for h in found:
-                best = components.setdefault(h.entry.id, {})
-                best[source] = max(best.get(source, float("-inf")), h.score)
-    weights = {f"q{i}": q.weight for i, q in enumerate(plan.queries)}
+        if query.route is not Route.LTM or not use_ltm:  # no LTM: its queries search MTM
+            per_query[f"q{i}"] = _mtm_candidates(
+                c, user_id, query.text, vectors[i], plan, budget, found
+            )
+            weights[f"q{i}"] = query.weight
+        if query.route is not Route.MTM and use_ltm:
+            n = min(budget, max(1, plan.tier_budgets["ltm"]) * 2)
+            per_query[f"q{i}:ltm"] = _ltm_candidates(c, user_id, vectors[i], n, found)
+            weights[f"q{i}:ltm"] = query.weight
     merged = reciprocal_rank_fusion(per_query, weights=weights)[: sum(plan.candidate_budgets)]
     candidates = []
     for f in merged:
         ranks = {f"rank_{name}": float(rank) for name, rank in f.ranks.items()}
+        cand = found[f.key]
         candidates.append(
-            Candidate(entries[f.key], f.score, {**components[f.key], "rrf": f.score, **ranks})
+            replace(cand, fused=f.score, components={**cand.components, "rrf": f.score, **ranks})
         )
     return candidates
 
 
+def ltm_applies(c: Components, plan: RetrievalPlan) -> bool:
+    """LTM holds timeless, session-less general knowledge: it answers no query constrained
+    to a time, a session or other kinds of memory."""
+    f = plan.filters
+    if c.ltm is None or plan.tier_budgets.get("ltm", 0) == 0:
+        return False
+    if f.since or f.until or f.session_id:
+        return False
+    return not f.kinds or MemoryKind.KNOWLEDGE in f.kinds
+
+
+def _mtm_candidates(
+    c: Components,
+    user_id: str,
+    text: str,
+    vector: Vectors,
+    plan: RetrievalPlan,
+    budget: int,
+    found: dict[str, Candidate],
+) -> list[str]:
+    hits = c.store.hybrid_search(user_id, vector, lexical_query(text), plan.filters, budget)
+    fused = reciprocal_rank_fusion(
+        {"dense": [h.entry.id for h in hits.dense], "bm25": [h.entry.id for h in hits.lexical]}
+    )[:budget]
+    for source, hs in (("dense", hits.dense), ("bm25", hits.lexical)):
+        for h in hs:
+            cand = found.setdefault(h.entry.id, Candidate(h.entry, 0.0, {}))
+            best = cand.components
+            best[source] = max(best.get(source, float("-inf")), h.score)
+    return [f.key for f in fused]
+
+
+def _ltm_candidates(
+    c: Components, user_id: str, vector: Vectors, n: int, found: dict[str, Candidate]
+) -> list[str]:
+    assert c.ltm is not None
+    keys = []
+    for fact in c.ltm.search(vector, n, c.clock.now()):
+        entry = MemoryEntry(
+            id=f"ltm:{fact.id}",
+            user_id=user_id,
+            text=fact.text,
+            kind=MemoryKind.KNOWLEDGE,
+            created_at=fact.first_supported,
+            updated_at=fact.last_supported,
+            confidence=fact.confidence.value,
+        )
+        cand = found.setdefault(entry.id, Candidate(entry, 0.0, {}))
+        cand.components["ltm"] = max(cand.components.get("ltm", float("-inf")), fact.score)
+        cand.components["ltm_evidence"] = float(fact.evidence)
+        keys.append(entry.id)
+    return keys
+
+
+def cap_tiers(candidates: Sequence[Candidate], k: int, k_ltm: int) -> list[Candidate]:
+    """Candidates in order, except that LTM candidates beyond the first ``k_ltm`` move behind
+    the rest: the first ``k`` then hold at most ``k_ltm`` LTM facts, MTM filling the rest.
+
+    >>> from tiermem.types import MemoryEntry, MemoryKind
+    >>> from datetime import UTC, datetime
+    >>> t = datetime(2026, 1, 1, tzinfo=UTC)
+    >>> def cand(i, kind):
+    ...     return Candidate(MemoryEntry(i, "u", i, kind, t, t), 0.0)
+    >>> cs = [cand("l1", MemoryKind.KNOWLEDGE), cand("l2", MemoryKind.KNOWLEDGE),
+    ...       cand("m1", MemoryKind.TURN)]
+    >>> [x.entry.id for x in cap_tiers(cs, 2, 1)]
+    ['l1', 'm1', 'l2']
+    """
+    kept, moved, ltm = [], [], 0
+    for cand in candidates:
+        if cand.entry.kind is MemoryKind.KNOWLEDGE:
+            if ltm >= k_ltm:
+                moved.append(cand)
+                continue
+            ltm += 1
+        kept.append(cand)
+    return kept + moved
+
+
 def record_access(c: Components, user_id: str, hits: Sequence[SearchHit]) -> list[SearchHit]:
     """Bump access statistics of what was retrieved; return the hits as they now stand."""
-    if not hits:
-        return []
+    mtm = [h for h in hits if h.entry.kind is not MemoryKind.KNOWLEDGE]
+    if not mtm:
+        return list(hits)
     now = c.clock.now()
-    updates = {h.entry.id: AccessUpdate(h.entry.access_count + 1, now) for h in hits}
+    updates = {h.entry.id: AccessUpdate(h.entry.access_count + 1, now) for h in mtm}
     c.store.set_access(user_id, updates)
     return [
         replace(
@@ -70,6 +144,8 @@ def record_access(c: Components, user_id: str, hits: Sequence[SearchHit]) -> lis
                 h.entry, access_count=updates[h.entry.id].access_count, last_accessed=now
             ),
         )
+        if h.entry.id in updates
+        else h
         for h in hits
     ]
 
@@ -102,13 +178,30 @@ def run_search(
 ) -> list[SearchHit]:
     plan = c.planner.plan(query, stm, k, filters, c.clock.now())
     candidates = relax_if_starved(c, user_id, plan, first_stage(c, user_id, plan), filters)
+    k_ltm = plan.tier_budgets.get("ltm", 0)
+    candidates = cap_tiers(candidates, k, k_ltm)
     selection = c.selector.select([q.text for q in plan.queries], candidates, k)
     note = f"plan={plan.source}, selection={selection.source}"
-    hits = [
-        SearchHit(cand.entry, score, ScoreExplanation({**cand.components, "selector": score}, note))
-        for cand, score in selection.kept[:k]
-    ]
+    hits: list[SearchHit] = []
+    ltm_kept = 0
+    for cand, score in selection.kept:
+        if cand.entry.kind is MemoryKind.KNOWLEDGE:
+            if ltm_kept == k_ltm:  # LTM's share of k is a hard cap
+                continue
+            ltm_kept += 1
+        explanation = ScoreExplanation({**cand.components, "selector": score}, note)
+        hits.append(SearchHit(cand.entry, score, explanation))
+        if len(hits) == k:
+            break
     return record_access(c, user_id, hits)
 
 
-__all__ = ["Route", "first_stage", "record_access", "relax_if_starved", "run_search"]
+__all__ = [
+    "Route",
+    "cap_tiers",
+    "first_stage",
+    "ltm_applies",
+    "record_access",
+    "relax_if_starved",
+    "run_search",
+]

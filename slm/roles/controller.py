@@ -58,9 +58,12 @@ def resolve_constraints(
 class SLMController(Role):
     name = "slm-controller"
 
-    def __init__(self, runtime: RoleRuntime, multiplier: int = 2, stm_turns: int = 6) -> None:
+    def __init__(
+        self, runtime: RoleRuntime, multiplier: int = 2, stm_turns: int = 6, ltm_share: float = 1.0
+    ) -> None:
         super().__init__(runtime)
         self._multiplier = multiplier
+        self._ltm_share = ltm_share
         self._stm_turns = stm_turns
 
     def plan(
@@ -76,12 +79,13 @@ class SLMController(Role):
         except SLMError as exc:
             self._rt.fallback(prompt.SPEC.name, exc, "the plain query")
             return make_plan(
-                [PlannedQuery(query)],
+                [PlannedQuery(query, Route.BOTH)],
                 filters,
                 k,
                 self._multiplier,
                 "fallback",
                 [f"controller fallback: {type(exc).__name__}"],
+                ltm_share=self._ltm_share,
             )
         queries = [PlannedQuery(query, Route.BOTH, 3.0)]
         seen = {query.strip().lower()}
@@ -91,4 +95,6 @@ class SLMController(Role):
                 seen.add(text.lower())
                 queries.append(PlannedQuery(text, Route(q.route), float(q.weight)))
         merged, notes = resolve_constraints(output, filters)
-        return make_plan(queries, merged, k, self._multiplier, "model", notes)
+        return make_plan(
+            queries, merged, k, self._multiplier, "model", notes, ltm_share=self._ltm_share
+        )

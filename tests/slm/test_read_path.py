@@ -204,9 +204,10 @@ def test_routes_to_ltm_search_mtm_until_ltm_exists(reader: Memory, script: Scrip
             "kinds": [],
         },
     )
+    # With LTM off, LTM's share of k is zero: everything goes to MTM.
     assert reader.components.planner.plan(
         "my pet", (), 2, SearchFilters(), datetime(2026, 3, 2, tzinfo=UTC)
-    ).tier_budgets == {"mtm": 1, "ltm": 1}
+    ).tier_budgets == {"mtm": 2, "ltm": 0}
     script.queue(
         "controller",
         {

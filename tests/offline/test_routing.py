@@ -1,0 +1,72 @@
+"""With the SLM roles on: the controller routes queries to LTM, and the selector sees LTM
+knowledge beside MTM memories in one candidate list."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tiermem import ManualClock, Memory, MemoryKind, SearchFilters
+from tiermem.config import BackendConfig, SLMConfig
+from tiermem.slm.scripted import ScriptedBackend
+
+from tests.conftest import chat
+from tests.offline.conftest import ltm_config, node, units
+from tests.slm.conftest import Script, numbered
+
+
+def test_controller_routes_to_ltm_and_the_selector_sees_both_tiers(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    script = Script()
+    config = ltm_config(tmp_path)
+    config = config.model_copy(
+        update={"slm": SLMConfig(backend=BackendConfig(kind="scripted"), writer={"enabled": False})}
+    )
+    with Memory(config, clock=clock) as memory:
+        backend = memory.components.pool.get(BackendConfig(kind="scripted"))  # type: ignore[union-attr]
+        assert isinstance(backend, ScriptedBackend)
+        backend.respond_with(script)  # one scripted model serves every task
+        script.on(
+            "consolidator",
+            lambda r: units([node("sourdough", "bread leavened by a starter culture")]),
+        )
+        memory.add(chat(("user", "I bake sourdough bread every Sunday")), "alice")
+        assert memory.consolidate_now().counts.inserted == 1
+
+        memory.add(chat(("user", "My oven broke yesterday")), "bob", "s1")
+        script.queue(
+            "controller",
+            {
+                "queries": [{"text": "sourdough starter bread", "route": "ltm", "weight": 3}],
+                "since": "",
+                "until": "",
+                "kinds": [],
+            },
+        )
+
+        def pick_knowledge(request):  # type: ignore[no-untyped-def]
+            lines = numbered(request, "Memories:")
+            return {
+                "supporting": [i for i, line in enumerate(lines, 1) if "general knowledge" in line]
+            }
+
+        script.on("selector", pick_knowledge)
+        hits = memory.search("what is sourdough", "bob", k=4)
+        selector_prompt = backend.calls_for("selector")[-1].messages[-1].content
+        assert "[general knowledge] sourdough (Concept)" in selector_prompt
+        assert "oven broke" in selector_prompt  # MTM candidates beside it
+        assert [h.entry.kind for h in hits] == [MemoryKind.KNOWLEDGE]
+        assert hits[0].entry.user_id == "bob"
+        assert "alice" not in hits[0].entry.text
+        # The controller's "ltm" route counts fully to LTM, but LTM's share of k is capped.
+        script.queue(
+            "controller",
+            {
+                "queries": [{"text": "sourdough", "route": "ltm", "weight": 3}],
+                "since": "",
+                "until": "",
+                "kinds": [],
+            },
+        )
+        budgets = memory.components.planner.plan("x", (), 10, SearchFilters(), clock.now())
+        assert budgets.tier_budgets == {"mtm": 7, "ltm": 3}
