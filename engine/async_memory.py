@@ -49,10 +49,11 @@ class AsyncMemory:
         data_dir: str | Path | None = None,
         *,
         model: str | None = None,
+        ltm: bool = False,
         clock: Clock | None = None,
     ) -> AsyncMemory:
         memory = cls.__new__(cls)
-        memory.sync = Memory.from_defaults(data_dir, model=model, clock=clock)
+        memory.sync = Memory.from_defaults(data_dir, model=model, ltm=ltm, clock=clock)
         return memory
 
     async def add(

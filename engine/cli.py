@@ -74,6 +74,19 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         help="an ingested tiermem data dir (from bench locomo) to start from",
     )
+    con = suites.add_parser(
+        "consolidation", help="offline consolidation cost, graph growth and the update gap"
+    )
+    con.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
+    con.add_argument("--conversation", type=int, default=0)
+    con.add_argument("--sessions", type=int, default=5, help="sessions consolidated")
+    con.add_argument("--later", type=int, default=2, help="sessions added but not consolidated")
+    con.add_argument("--model", default="qwen1.5b", help="consolidation model (llama.cpp)")
+    con.add_argument("--questions", type=int, default=40, help="per question group")
+    con.add_argument("-k", type=int, default=10)
+    con.add_argument("--batch-size", type=int, default=48)
+    con.add_argument("--chunk-size", type=int, default=6)
+    con.add_argument("--out", type=Path)
     slm = suites.add_parser("slm", help="SLM role validity, latency and cost on a LoCoMo file")
     slm.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
     slm.add_argument("--conversation", type=int, default=0, help="which sample (0-based)")
@@ -148,6 +161,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                     [int(x) for x in args.sizes.split(",")],
                     args.model,
                     args.reuse_state,
+                    console,
+                )
+            elif args.suite == "consolidation":
+                from tiermem.bench.consolidation import run as consolidation_run
+
+                consolidation_run(
+                    args.data,
+                    args.conversation,
+                    args.sessions,
+                    args.later,
+                    args.model,
+                    args.questions,
+                    args.k,
+                    args.batch_size,
+                    args.chunk_size,
+                    args.out,
                     console,
                 )
             elif args.suite == "mtm":

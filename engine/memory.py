@@ -103,13 +103,20 @@ class Memory:
         data_dir: str | Path | None = None,
         *,
         model: str | None = None,
+        ltm: bool = False,
         clock: Clock | None = None,
     ) -> Memory:
         """The embedded default: everything on disk under ``data_dir``, no server needed.
 
         ``model`` (an alias such as ``"qwen0.5b"``, or a GGUF path) runs the SLM roles
-        in-process through llama.cpp; without it the model-free stages run."""
+        in-process through llama.cpp; without it the model-free stages run. ``ltm=True`` turns
+        on the knowledge graph and its scheduled consolidation (Qwen2.5-Coder-1.5B in-process:
+        ``tiermem models install qwen1.5b``)."""
         config = TiermemConfig.for_data_dir(data_dir or DEFAULT_DATA_DIR)
+        if ltm:
+            config = config.model_copy(
+                update={"ltm": config.ltm.model_copy(update={"enabled": True})}
+            )
         if model is not None:
             config = config.model_copy(
                 update={

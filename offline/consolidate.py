@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -24,7 +24,7 @@ import numpy as np
 from tiermem.components import Components
 from tiermem.config import ConsolidationConfig
 from tiermem.embedding.base import EmbedMode, check_vectors
-from tiermem.errors import SLMOutputInvalid
+from tiermem.errors import SLMOutputInvalid, SLMTimeout
 from tiermem.ltm.graph import RELATION_WORDS, NodeKind, Relation
 from tiermem.ltm.store import LongTermMemory
 from tiermem.ltm.update import Action, EdgeUnit, NodeUnit, UpdateCounts
@@ -48,6 +48,7 @@ class ConsolidationReport:
     entries: int = 0
     chunks: int = 0
     invalid_chunks: int = 0  # the model's output failed validation; the chunk is skipped
+    timed_out_chunks: int = 0  # the model ran past its budget; the chunk is skipped
     counts: UpdateCounts = field(default_factory=UpdateCounts)
     dropped_identifiers: Counter[str] = field(default_factory=Counter)
     scrubbed_identifiers: Counter[str] = field(default_factory=Counter)
@@ -66,6 +67,7 @@ class ConsolidationReport:
             "entries": self.entries,
             "chunks": self.chunks,
             "invalid_chunks": self.invalid_chunks,
+            "timed_out_chunks": self.timed_out_chunks,
             "inserted": c.inserted,
             "merged": c.merged,
             "updated": c.updated,
@@ -111,11 +113,11 @@ class ConsolidationJob:
         started = time.perf_counter()
         report = ConsolidationReport()
         before = self._tokens()
-        users = [user_id] if user_id is not None else self._c.journal.user_ids()
-        for uid in users:
+        every_user = self._c.journal.user_ids()  # all of them are identifiers to scrub
+        for uid in [user_id] if user_id is not None else every_user:
             if self.stop.is_set():
                 break
-            self._run_user(uid, users, report)
+            self._run_user(uid, every_user, report)
         after = self._tokens()
         report.prompt_tokens = after[0] - before[0]
         report.completion_tokens = after[1] - before[1]
@@ -158,13 +160,14 @@ class ConsolidationJob:
         report.users += 1
         deid = Deidentifier(names=names, user_ids=all_users)
         size = self._config.chunk_size
+        runs = ticket.state.runs + 1
         for start in range(0, len(batch), size):
             if self.stop.is_set():
                 return
             chunk = batch[start : start + size]
             units = self._units(uid, chunk, deid, report)
             state = advance(state, chunk, pending, mark, now - WATERMARK_MARGIN)
-            state = type(state)(state.watermark, state.ahead, ticket.state.runs + 1)
+            state = replace(state, runs=runs)
             committed = self._ltm.commit(ticket, units.nodes, units.edges, state, now)
             if committed is None:  # the user was erased meanwhile: nothing of theirs stays
                 report.erased_during_run += 1
@@ -195,10 +198,15 @@ class ConsolidationJob:
             output = self._rt.call(
                 prompt.SPEC, prompt.build_messages(inp), schema=output_schema(len(anchors))
             )
-        except SLMOutputInvalid as exc:
-            # Deterministic decoding would fail the same way again: skip, do not block.
+        except (SLMOutputInvalid, SLMTimeout) as exc:
+            # Deterministic decoding would fail the same way again: skip, do not block the
+            # queue. An unavailable endpoint is transient instead: that raises, and the run is
+            # retried from this chunk.
             self._rt.fallback(prompt.SPEC.name, exc, "skipping the chunk")
-            report.invalid_chunks += 1
+            if isinstance(exc, SLMTimeout):
+                report.timed_out_chunks += 1
+            else:
+                report.invalid_chunks += 1
             return _Units([], [])
         return self._to_units(uid, chunk, vectors, anchors, output, deid, report)
 

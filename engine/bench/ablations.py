@@ -7,8 +7,8 @@
 - **Error injection** (needs the SLM roles): 50% noise in the controller's queries, the
   selector removed, 50% noise in the writer's entries, and all three, each beside the clean
   configuration.
-- **Update gap** (MTM only, LTM only, both) needs the LTM of offline consolidation and is not
-  run until that exists; the report says so.
+- **Update gap** (MTM only, LTM only, both) needs a consolidation model and runs as its own
+  suite, ``tiermem bench consolidation`` (``tiermem.bench.consolidation``).
 """
 
 from __future__ import annotations
@@ -279,5 +279,8 @@ def main(
     console.print(table)
     if not model:
         console.print("error injection needs --model (the SLM roles); not run")
-    console.print("update gap (MTM only / LTM only / both) needs the offline LTM; not run")
+    console.print(
+        "update gap (MTM only / LTM only / both): `tiermem bench consolidation --data ...` "
+        "(it consolidates with a local model first)"
+    )
     return rows

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from tiermem import ManualClock, Memory, MemoryKind, SearchFilters
-from tiermem.errors import ConfigError, SLMUnavailable
+from tiermem.errors import ConfigError, SLMTimeout, SLMUnavailable
 from tiermem.slm.base import SLMRequest
 
 from tests.conftest import T0, chat
@@ -76,6 +76,7 @@ def test_watermark_survives_restarts_and_takes_new_and_reactivated_entries(
     add_lines(memory, "alice", HOBBIES[:6])
     clock.advance(timedelta(minutes=30))
     assert memory.consolidate_now().entries == 4
+    assert memory.components.ltm.state("alice").runs == 1  # type: ignore[union-attr]
     first = {m for r in scripted(memory).requests for m in memories_in(r)}
     memory.close()
 
@@ -121,12 +122,17 @@ def test_a_failed_run_keeps_the_watermark_and_the_retry_takes_the_same_batch(
     assert memory.consolidation_state().failures == 0
 
 
-def test_invalid_model_output_skips_the_chunk_counted(make_ltm_memory: Any) -> None:
+@pytest.mark.parametrize("failure", ["invalid", "timeout"])
+def test_invalid_or_timed_out_output_skips_the_chunk_counted(
+    make_ltm_memory: Any, failure: str
+) -> None:
     memory = make_ltm_memory(one_node_per_memory, chunk_size=2)
     add_lines(memory, "alice", HOBBIES[:4])
-    scripted(memory).push('{"nodes": [{"name": ', units([node("violin")]))
+    bad = '{"nodes": [{"name": ' if failure == "invalid" else SLMTimeout("consolidator", "slow")
+    scripted(memory).push(bad, units([node("violin")]))
     report = memory.consolidate_now()
-    assert (report.chunks, report.invalid_chunks, report.entries) == (2, 1, 4)
+    skipped = report.invalid_chunks if failure == "invalid" else report.timed_out_chunks
+    assert (report.chunks, skipped, report.entries) == (2, 1, 4)
     assert memory.meter.snapshot()["consolidator"]["fallbacks"] == 1
     assert memory.consolidate_now().entries == 0  # a bad chunk does not block the queue
 

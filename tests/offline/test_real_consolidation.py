@@ -30,7 +30,10 @@ def test_consolidate_once_on_a_real_model(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     toml = tmp_path / "tiermem.toml"
-    toml.write_text('[embedder]\nprovider = "hash"\nmodel = "hash-384"\n')
+    toml.write_text(
+        '[embedder]\nprovider = "hash"\nmodel = "hash-384"\n'
+        "[ltm.consolidation]\nchunk_size = 8\nmax_tokens = 300\n"  # one call, kept short
+    )
     data = tmp_path / "data"
     config = cli_config(toml, data, "smollm2", once=True)
     with Memory(config, clock=ManualClock(T0)) as memory:

@@ -1,0 +1,265 @@
+"""``tiermem bench consolidation``: what offline consolidation costs and what LTM adds.
+
+1. Ingest the first ``sessions`` sessions of one LoCoMo conversation (model-free online path),
+   then consolidate them in runs of ``batch_size`` entries with the configured model:
+   seconds, prompt/completion tokens and graph growth per run, nodes per 100 turns.
+2. Ingest ``later`` more sessions without consolidating them (the update gap).
+3. Ask the questions whose evidence lies in those sessions, three ways, same questions, same
+   run: MTM only (the baseline), LTM only, both (tiermem's read path with LTM on). Reported per
+   question group (consolidated sessions / not yet consolidated): evidence recall (source
+   turns delivered; LTM knowledge has none by design) and answer coverage (share of the gold
+   answer's normalised tokens present in the delivered text - the one measure that can credit
+   de-identified knowledge).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr
+from rich.console import Console
+from rich.table import Table
+from tiermem.bench.metrics import evidence_recall, normalize_answer
+from tiermem.clock import ManualClock
+from tiermem.config import BackendConfig, ConsolidationConfig, LTMConfig, TiermemConfig
+from tiermem.datasets.locomo import LocomoQuestion, LocomoSample, load_locomo, session_messages
+from tiermem.embedding.base import EmbedMode
+from tiermem.memory import Memory
+from tiermem.pipeline.read import run_search
+from tiermem.render import render_memory
+from tiermem.types import MemoryEntry, SearchFilters
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    run: int
+    entries: int
+    chunks: int
+    invalid_chunks: int
+    seconds: float
+    prompt_tokens: int
+    completion_tokens: int
+    inserted: int
+    merged: int
+    updated: int
+    dropped_identifiers: int
+    nodes: int
+    edges: int
+
+
+@dataclass(frozen=True, slots=True)
+class GapRow:
+    variant: str
+    group: str
+    questions: int
+    recall: float
+    coverage: float
+    context_tokens: float
+
+
+def answer_coverage(answer: str, delivered: str) -> float:
+    """Share of the gold answer's normalised (stemmed) tokens found in the delivered text.
+
+    >>> answer_coverage("the Lisbon bakery", "- Ines runs a bakery in Lisbon")
+    1.0
+    """
+    gold = normalize_answer(answer).split()
+    if not gold:
+        return 0.0
+    have = set(normalize_answer(delivered).split())
+    return sum(t in have for t in gold) / len(gold)
+
+
+def _config(data_dir: Path, model: str, batch_size: int, chunk_size: int) -> TiermemConfig:
+    base = TiermemConfig.for_data_dir(data_dir)
+    consolidation = ConsolidationConfig(
+        backend=BackendConfig(kind="llamacpp", model=model),
+        interval_minutes=0.0,  # runs are started here, one after another, and timed
+        trigger_turns=1_000_000,
+        batch_size=batch_size,
+        chunk_size=chunk_size,
+    )
+    ltm = LTMConfig(
+        enabled=True,
+        path=data_dir / "ltm",
+        secret=SecretStr("b3" * 16),
+        consolidation=consolidation,
+    )
+    return base.model_copy(update={"ltm": ltm})
+
+
+def _questions(sample: LocomoSample, dia_ids: set[str], limit: int) -> list[LocomoQuestion]:
+    return [
+        q
+        for q in sample.questions
+        if q.category in (1, 2, 3, 4) and q.evidence and set(q.evidence) <= dia_ids
+    ][:limit]
+
+
+def _ask(
+    memory: Memory, user: str, questions: Sequence[LocomoQuestion], k: int, variant: str
+) -> tuple[list[float], list[float], list[int]]:
+    c = memory.components
+    recalls, coverage, tokens = [], [], []
+    for q in questions:
+        if variant == "LTM only":
+            assert c.ltm is not None
+            vector = c.embedder.embed([q.question], EmbedMode.QUERY)[0]
+            texts = [f.text for f in c.ltm.search(vector, k, c.clock.now())]
+            entries: list[MemoryEntry] = []
+        else:
+            comps = replace(c, ltm=None) if variant == "MTM only" else c
+            hits = run_search(comps, user, q.question, k, SearchFilters())
+            entries = [h.entry for h in hits]
+            texts = [render_memory(e) for e in entries]
+        delivered = "\n".join(texts)
+        recalls.append(evidence_recall(q.evidence, {t for e in entries for t in e.source_turn_ids}))
+        coverage.append(answer_coverage(q.answer, delivered))
+        tokens.append(c.tokens.count(delivered))
+    return recalls, coverage, tokens
+
+
+def run(
+    data: Path,
+    conversation: int,
+    sessions: int,
+    later: int,
+    model: str,
+    questions: int,
+    k: int,
+    batch_size: int,
+    chunk_size: int,
+    out: Path | None,
+    console: Console,
+) -> dict[str, Any]:
+    samples, _ = load_locomo(data)
+    sample = samples[conversation]
+    user = sample.sample_id
+    first = next(s.date for s in sample.sessions if s.date)
+    assert first is not None
+    clock = ManualClock(first)
+    with tempfile.TemporaryDirectory(prefix="tiermem-consolidation-") as tmp:
+        memory = Memory(_config(Path(tmp), model, batch_size, chunk_size), clock=clock)
+        consolidated: set[str] = set()
+        for session in sample.sessions[:sessions]:
+            clock.set(session.date or clock.now())
+            memory.add(session_messages(session, clock.now()), user, f"s{session.index}")
+            consolidated |= {t.dia_id for t in session.turns}
+        turns = len(consolidated)
+        console.print(f"{user}: {turns} turns in {sessions} sessions; consolidating with {model}")
+        runs: list[RunRow] = []
+        started = time.perf_counter()
+        while True:
+            r = memory.consolidate_now(user)
+            if r.entries == 0:
+                break
+            s = r.summary()
+            runs.append(
+                RunRow(
+                    len(runs) + 1,
+                    r.entries,
+                    r.chunks,
+                    r.invalid_chunks,
+                    r.seconds,
+                    r.prompt_tokens,
+                    r.completion_tokens,
+                    s["inserted"],
+                    s["merged"],
+                    s["updated"],
+                    s["dropped_identifiers"],
+                    r.nodes,
+                    r.edges,
+                )
+            )
+            console.print(f"run {len(runs)}: {s}")
+        total_s = time.perf_counter() - started
+        fresh: set[str] = set()
+        for session in sample.sessions[sessions : sessions + later]:
+            clock.set(session.date or clock.now())
+            memory.add(session_messages(session, clock.now()), user, f"s{session.index}")
+            fresh |= {t.dia_id for t in session.turns}
+        gap: list[GapRow] = []
+        groups = {
+            "consolidated": _questions(sample, consolidated, questions),
+            "not yet consolidated": _questions(sample, fresh, questions),
+        }
+        for group, asked in groups.items():
+            for variant in ("MTM only", "LTM only", "both"):
+                recalls, cover, tokens = _ask(memory, user, asked, k, variant)
+                n = max(1, len(asked))
+                gap.append(
+                    GapRow(
+                        variant,
+                        group,
+                        len(asked),
+                        sum(recalls) / n,
+                        sum(cover) / n,
+                        sum(tokens) / n,
+                    )
+                )
+        ltm = memory.components.ltm
+        assert ltm is not None
+        facts = ltm.inventory(clock.now())
+        meter = memory.meter.snapshot().get("consolidator", {})
+        memory.close()
+    nodes = sum(1 for f in facts if f.id.startswith("n:"))
+    result = {
+        "conversation": user,
+        "model": model,
+        "turns": turns,
+        "sessions": sessions,
+        "batch_size": batch_size,
+        "chunk_size": chunk_size,
+        "runs": [asdict(r) for r in runs],
+        "seconds_total": total_s,
+        "nodes": nodes,
+        "edges": len(facts) - nodes,
+        "nodes_per_100_turns": 100 * nodes / max(1, turns),
+        "meter": meter,
+        "update_gap": [asdict(g) for g in gap],
+        "sample_facts": [f.text for f in sorted(facts, key=lambda f: -f.evidence)[:15]],
+        "k": k,
+    }
+    _print(result, runs, gap, k, console)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "consolidation.json").write_text(json.dumps(result, indent=2, default=str))
+    return result
+
+
+def _print(
+    result: dict[str, Any], runs: Sequence[RunRow], gap: Sequence[GapRow], k: int, console: Console
+) -> None:
+    table = Table(title=f"Consolidation runs on {result['conversation']} ({result['model']})")
+    for col in ("run", "entries", "chunks", "invalid", "seconds", "prompt tok", "completion tok",
+                "inserted", "merged", "updated", "dropped ids", "nodes", "edges"):  # fmt: skip
+        table.add_column(col, justify="right")
+    for r in runs:
+        table.add_row(
+            *(str(v) if not isinstance(v, float) else f"{v:.1f}" for v in asdict(r).values())
+        )
+    console.print(table)
+    console.print(
+        f"{result['nodes']} nodes, {result['edges']} edges from {result['turns']} turns: "
+        f"{result['nodes_per_100_turns']:.1f} nodes per 100 turns; {result['seconds_total']:.0f} s"
+    )
+    t = Table(title=f"Update gap, k={k} (MTM only is the baseline)")
+    columns = ("from", "variant", "questions", "evidence recall", "answer coverage", "tokens")
+    for col in columns:
+        t.add_column(col, justify="right")
+    for g in gap:
+        t.add_row(
+            g.group,
+            g.variant,
+            str(g.questions),
+            f"{g.recall:.1%}",
+            f"{g.coverage:.1%}",
+            f"{g.context_tokens:.0f}",
+        )
+    console.print(t)
