@@ -36,7 +36,7 @@ def first_stage(c: Components, user_id: str, plan: RetrievalPlan) -> list[Candid
             )
             weights[f"q{i}"] = query.weight
         if query.route is not Route.MTM and use_ltm:
-            n = min(budget, max(1, plan.tier_budgets["ltm"]) * 2)
+            n = min(budget, max(1, plan.tier_budgets["ltm"]) * c.policy.candidate_multiplier)
             per_query[f"q{i}:ltm"] = _ltm_candidates(c, user_id, vectors[i], n, found)
             weights[f"q{i}:ltm"] = query.weight
     merged = reciprocal_rank_fusion(per_query, weights=weights)[: sum(plan.candidate_budgets)]
