@@ -86,6 +86,9 @@ def _parser() -> argparse.ArgumentParser:
     con.add_argument("-k", type=int, default=10)
     con.add_argument("--batch-size", type=int, default=48)
     con.add_argument("--chunk-size", type=int, default=6)
+    con.add_argument(
+        "--threads", type=int, default=1, help="consolidation model threads (0: all cores)"
+    )
     con.add_argument("--out", type=Path)
     slm = suites.add_parser("slm", help="SLM role validity, latency and cost on a LoCoMo file")
     slm.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
@@ -178,6 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     args.chunk_size,
                     args.out,
                     console,
+                    threads=args.threads or None,
                 )
             elif args.suite == "mtm":
                 from tiermem.bench.mtm import main as mtm_main

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import json
 import tempfile
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -26,14 +27,23 @@ from pydantic import SecretStr
 from rich.console import Console
 from rich.table import Table
 from tiermem.bench.metrics import evidence_recall, normalize_answer
+from tiermem.bench.stats import percentile
 from tiermem.clock import ManualClock
-from tiermem.config import BackendConfig, ConsolidationConfig, LTMConfig, TiermemConfig
+from tiermem.config import (
+    BackendConfig,
+    ConsolidationConfig,
+    LTMConfig,
+    TiermemConfig,
+    merge_overrides,
+)
 from tiermem.datasets.locomo import LocomoQuestion, LocomoSample, load_locomo, session_messages
 from tiermem.embedding.base import EmbedMode
 from tiermem.memory import Memory
 from tiermem.pipeline.read import run_search
 from tiermem.render import render_memory
 from tiermem.types import MemoryEntry, SearchFilters
+
+PROBE_USER = "latency-probe"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +86,12 @@ def answer_coverage(answer: str, delivered: str) -> float:
     return sum(t in have for t in gold) / len(gold)
 
 
-def _config(data_dir: Path, model: str, batch_size: int, chunk_size: int) -> TiermemConfig:
+def _config(
+    data_dir: Path, model: str, batch_size: int, chunk_size: int, threads: int | None
+) -> TiermemConfig:
     base = TiermemConfig.for_data_dir(data_dir)
     consolidation = ConsolidationConfig(
-        backend=BackendConfig(kind="llamacpp", model=model),
+        backend=BackendConfig(kind="llamacpp", model=model, n_threads=threads),
         interval_minutes=0.0,  # runs are started here, one after another, and timed
         trigger_turns=1_000_000,
         batch_size=batch_size,
@@ -137,7 +149,13 @@ def run(
     chunk_size: int,
     out: Path | None,
     console: Console,
+    threads: int | None = 1,
+    probes: int = 25,
+    overrides: dict[str, Any] | None = None,
+    prepare: Callable[[Memory], None] | None = None,
 ) -> dict[str, Any]:
+    """``overrides`` (config sections) and ``prepare`` (called with the new memory) let a
+    test run the suite on a hash embedder and a scripted model."""
     samples, _ = load_locomo(data)
     sample = samples[conversation]
     user = sample.sample_id
@@ -145,7 +163,12 @@ def run(
     assert first is not None
     clock = ManualClock(first)
     with tempfile.TemporaryDirectory(prefix="tiermem-consolidation-") as tmp:
-        memory = Memory(_config(Path(tmp), model, batch_size, chunk_size), clock=clock)
+        config = _config(Path(tmp), model, batch_size, chunk_size, threads)
+        if overrides:
+            config = merge_overrides(config, overrides)
+        memory = Memory(config, clock=clock)
+        if prepare is not None:
+            prepare(memory)
         consolidated: set[str] = set()
         for session in sample.sessions[:sessions]:
             clock.set(session.date or clock.now())
@@ -154,9 +177,21 @@ def run(
         turns = len(consolidated)
         console.print(f"{user}: {turns} turns in {sessions} sessions; consolidating with {model}")
         runs: list[RunRow] = []
+        idle_ms = _probe_adds(memory, probes, lambda: True)
         started = time.perf_counter()
+        latency: dict[str, Any] = {"idle_ms": idle_ms}
         while True:
-            r = memory.consolidate_now(user)
+            if not runs:  # the first run goes in the background; add() is timed meanwhile
+                box: dict[str, Any] = {}
+                worker = threading.Thread(
+                    target=lambda box=box: box.setdefault("r", memory.consolidate_now(user))
+                )
+                worker.start()
+                latency["during_run_ms"] = _probe_adds(memory, probes, worker.is_alive)
+                worker.join()
+                r = box["r"]
+            else:
+                r = memory.consolidate_now(user)
             if r.entries == 0:
                 break
             s = r.summary()
@@ -223,6 +258,12 @@ def run(
         "nodes_per_100_turns": 100 * nodes / max(1, turns),
         "meter": meter,
         "update_gap": [asdict(g) for g in gap],
+        "threads": threads,
+        "add_latency": {
+            name: {"n": len(v), "p50_ms": percentile(v, 50), "p95_ms": percentile(v, 95)}
+            for name, v in latency.items()
+            if v
+        },
         "sample_facts": [f.text for f in sorted(facts, key=lambda f: -f.evidence)[:15]],
         "k": k,
     }
@@ -231,6 +272,23 @@ def run(
         out.mkdir(parents=True, exist_ok=True)
         (out / "consolidation.json").write_text(json.dumps(result, indent=2, default=str))
     return result
+
+
+def _probe_adds(memory: Memory, n: int, go_on: Callable[[], bool]) -> list[float]:
+    """Time ``add()`` of one short turn for a throwaway user, up to ``n`` times while
+    ``go_on()`` holds; the user is erased afterwards."""
+    out: list[float] = []
+    for i in range(n):
+        if not go_on():
+            break
+        started = time.perf_counter()
+        memory.add(
+            [{"role": "user", "content": f"probe {i}: the weather turned {i % 7} degrees colder"}],
+            PROBE_USER,
+        )
+        out.append((time.perf_counter() - started) * 1000)
+    memory.forget_user(PROBE_USER)
+    return out
 
 
 def _print(
@@ -245,6 +303,11 @@ def _print(
             *(str(v) if not isinstance(v, float) else f"{v:.1f}" for v in asdict(r).values())
         )
     console.print(table)
+    for name, v in result["add_latency"].items():
+        console.print(
+            f"add() {name.removesuffix('_ms')}: n={v['n']}, p50 {v['p50_ms']:.1f} ms, "
+            f"p95 {v['p95_ms']:.1f} ms (consolidation model threads: {result['threads'] or 'all'})"
+        )
     console.print(
         f"{result['nodes']} nodes, {result['edges']} edges from {result['turns']} turns: "
         f"{result['nodes_per_100_turns']:.1f} nodes per 100 turns; {result['seconds_total']:.0f} s"
