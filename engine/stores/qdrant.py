@@ -17,11 +17,14 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+import numpy as np
 from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 from tiermem.embedding.base import Vectors
 from tiermem.errors import StoreError
 from tiermem.stores.base import AccessUpdate, HybridHits, ScoredEntry
+from tiermem.stores.filtering import matches
+from tiermem.stores.lexical_index import LexicalIndex
 from tiermem.stores.naming import collection_name
 from tiermem.stores.payload import INDEX_TEXT, entry_to_payload, payload_to_entry
 from tiermem.types import MemoryEntry, SearchFilters
@@ -90,6 +93,8 @@ class QdrantStore:
         self._server = server  # payload indexes only exist on a server
         self._known: set[str] = set()
         self._lock = threading.RLock()  # the embedded client is not safe across threads
+        # Embedded only: BM25 postings per collection, built on first use, kept in step.
+        self._lexical: dict[str, LexicalIndex] = {}
 
     @property
     def dim(self) -> int:
@@ -166,7 +171,11 @@ class QdrantStore:
             models.PointStruct(id=e.id, vector={DENSE: v.tolist()}, payload=entry_to_payload(e))
             for e, v in zip(entries, vectors, strict=True)
         ]
-        self._call("upsert", lambda: self._client.upsert(name, points=points, wait=True))
+        with self._lock:
+            self._call("upsert", lambda: self._client.upsert(name, points=points, wait=True))
+            index = self._lexical.get(name)
+            if index is not None:
+                index.upsert_many((str(p.id), str((p.payload or {})[INDEX_TEXT])) for p in points)
 
     def get(self, user_id: str, ids: Sequence[str]) -> list[MemoryEntry]:
         name = self._collection(user_id, create=False)
@@ -247,11 +256,63 @@ class QdrantStore:
                     with_payload=True,
                 )
             )
-        responses = self._call(
-            "query_batch_points", lambda: self._client.query_batch_points(name, requests)
+        if self._server:
+            responses = self._call(
+                "query_batch_points", lambda: self._client.query_batch_points(name, requests)
+            )
+            lexical = self._scored(user_id, responses[1].points) if len(responses) > 1 else []
+            return HybridHits(self._scored(user_id, responses[0].points), lexical)
+        dense = self._call(
+            "query_points", lambda: self._client.query_batch_points(name, requests[:1])
         )
-        lexical = self._scored(user_id, responses[1].points) if len(responses) > 1 else []
-        return HybridHits(self._scored(user_id, responses[0].points), lexical)
+        lexical = self._embedded_bm25(name, user_id, text, filters, limit) if text.strip() else []
+        return HybridHits(self._scored(user_id, dense[0].points), lexical)
+
+    def _embedded_bm25(
+        self, name: str, user_id: str, text: str, filters: SearchFilters, limit: int
+    ) -> list[ScoredEntry]:
+        """BM25 from the in-process postings; the filter is checked on the best-scored
+        points, fetched a few at a time, until ``limit`` pass."""
+        with self._lock:
+            scores = self._lexical_index(name).scores(text)
+        ranked = sorted(scores, key=lambda d: (-np.float32(scores[d]), d))
+        out: list[ScoredEntry] = []
+        step = max(2 * limit, 16)
+        for start in range(0, len(ranked), step):
+            ids: list[models.ExtendedPointId] = list(ranked[start : start + step])
+            records = self._call(
+                "retrieve",
+                lambda: self._client.retrieve(name, ids=ids, with_payload=True),  # noqa: B023
+            )
+            by_id = {str(r.id): _owned(user_id, r.id, r.payload) for r in records}
+            for doc_id in ids:
+                entry = by_id.get(str(doc_id))
+                if entry is not None and matches(entry, filters):
+                    out.append(ScoredEntry(entry, float(np.float32(scores[str(doc_id)]))))
+                    if len(out) == limit:
+                        return out
+        return out
+
+    def _lexical_index(self, name: str) -> LexicalIndex:
+        """The collection's postings, built from its stored index texts on first use."""
+        index = self._lexical.get(name)
+        if index is not None:
+            return index
+        index = LexicalIndex()
+
+        def page(start: Any) -> tuple[list[models.Record], Any]:
+            return self._client.scroll(name, limit=_PAGE, offset=start, with_payload=[INDEX_TEXT])
+
+        offset: Any = None
+        while True:
+            records, offset = self._call("scroll", lambda: page(offset))  # noqa: B023 - called now
+            index.upsert_many(
+                (str(r.id), str((r.payload or {}).get(INDEX_TEXT, ""))) for r in records
+            )
+            if offset is None:
+                break
+        self._lexical[name] = index
+        return index
 
     def _scored(self, user_id: str, points: list[models.ScoredPoint]) -> list[ScoredEntry]:
         return [
@@ -289,17 +350,23 @@ class QdrantStore:
         wanted: list[models.ExtendedPointId] = [i for i in ids if _valid_point_id(i)]
         if name is None or not wanted:
             return
-        self._call(
-            "delete",
-            lambda: self._client.delete(
-                name, points_selector=models.PointIdsList(points=wanted), wait=True
-            ),
-        )
+        with self._lock:
+            self._call(
+                "delete",
+                lambda: self._client.delete(
+                    name, points_selector=models.PointIdsList(points=wanted), wait=True
+                ),
+            )
+            index = self._lexical.get(name)
+            if index is not None:
+                for point_id in wanted:
+                    index.remove(str(point_id))
 
     def drop_user(self, user_id: str) -> None:
         name = collection_name(self._prefix, user_id)
         with self._lock:
             self._known.discard(name)
+            self._lexical.pop(name, None)
             if self._call("collection_exists", lambda: self._client.collection_exists(name)):
                 self._call("delete_collection", lambda: self._client.delete_collection(name))
 

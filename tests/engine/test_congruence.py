@@ -4,6 +4,7 @@ in-memory store and on Qdrant (in memory and on disk) give the same ids in the s
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -164,9 +165,15 @@ def test_hybrid_search_agrees(qdrant_store: QdrantStore) -> None:
     embedder = HashEmbedder(dim=64)
     entries = _corpus(seed=11, n=120)
     reference = ReferenceStore(64)
+    probe = embedder.embed(["cello"], EmbedMode.QUERY)[0]
     for store in (reference, qdrant_store):
         _write(store, entries, embedder)
+        for user in USERS:  # builds the embedded BM25 postings, which must then keep in step
+            store.hybrid_search(user, probe, "cello", SearchFilters(), 3)
         store.delete("u1", [entries[4].id])
+        mine = next(e for e in entries if e.user_id == "u2")
+        rewritten = replace(mine, text="cello lessons with my sister in Lisbon")
+        store.upsert("u2", [rewritten], embedder.embed([rewritten.text], EmbedMode.DOCUMENT))
     compared = 0
     for user in USERS:
         for filters in FILTERS:
