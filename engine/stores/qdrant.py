@@ -32,6 +32,7 @@ from tiermem.types import MemoryEntry, SearchFilters
 logger = logging.getLogger(__name__)
 
 DENSE = "dense"
+OVERFETCH = 4  # embedded: unfiltered candidates per wanted hit, checked in Python first
 _PAGE = 512
 _T = TypeVar("_T")
 # What qdrant-client raises for a failed call, locally or over the wire.
@@ -215,18 +216,38 @@ class QdrantStore:
         name = self._collection(user_id, create=False)
         if name is None:
             return []
-        response = self._call(
-            "query_points",
-            lambda: self._client.query_points(
-                name,
-                query=vector.reshape(-1).tolist(),
-                using=DENSE,
-                query_filter=to_qdrant_filter(filters),
-                limit=limit,
-                with_payload=True,
-            ),
-        )
-        return self._scored(user_id, response.points)
+        return self._dense(name, user_id, vector, filters, limit)
+
+    def _dense(
+        self, name: str, user_id: str, vector: Vectors, filters: SearchFilters, limit: int
+    ) -> list[ScoredEntry]:
+        """Dense top-``limit`` under ``filters``. Embedded Qdrant evaluates a filter in Python
+        for every point, so there the unfiltered top ``4 * limit`` is checked in Python first:
+        if ``limit`` of them pass, they are exactly the filtered top ``limit`` (every point
+        further down scores lower); only otherwise does the filtered query run."""
+        query = vector.reshape(-1).tolist()
+
+        def ask(query_filter: models.Filter | None, n: int) -> list[ScoredEntry]:
+            response = self._call(
+                "query_points",
+                lambda: self._client.query_points(
+                    name,
+                    query=query,
+                    using=DENSE,
+                    query_filter=query_filter,
+                    limit=n,
+                    with_payload=True,
+                ),
+            )
+            return self._scored(user_id, response.points)
+
+        query_filter = to_qdrant_filter(filters)
+        if self._server or query_filter is None:
+            return ask(query_filter, limit)
+        passed = [h for h in ask(None, OVERFETCH * limit) if matches(h.entry, filters)]
+        if len(passed) >= limit:
+            return passed[:limit]
+        return ask(query_filter, limit)
 
     def hybrid_search(
         self, user_id: str, vector: Vectors, text: str, filters: SearchFilters, limit: int
@@ -262,11 +283,9 @@ class QdrantStore:
             )
             lexical = self._scored(user_id, responses[1].points) if len(responses) > 1 else []
             return HybridHits(self._scored(user_id, responses[0].points), lexical)
-        dense = self._call(
-            "query_points", lambda: self._client.query_batch_points(name, requests[:1])
-        )
+        dense = self._dense(name, user_id, vector, filters, limit)
         lexical = self._embedded_bm25(name, user_id, text, filters, limit) if text.strip() else []
-        return HybridHits(self._scored(user_id, dense[0].points), lexical)
+        return HybridHits(dense, lexical)
 
     def _embedded_bm25(
         self, name: str, user_id: str, text: str, filters: SearchFilters, limit: int
