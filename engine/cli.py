@@ -70,6 +70,9 @@ def _parser() -> argparse.ArgumentParser:
     abl.add_argument("--sizes", default="100,1000,5000,10000")
     abl.add_argument("--model", help="SLM roles for error injection (llama.cpp alias or GGUF)")
     abl.add_argument(
+        "--consolidation-model", help="run the update gap: LTM consolidated with this model"
+    )
+    abl.add_argument(
         "--reuse-state",
         type=Path,
         help="an ingested tiermem data dir (from bench locomo) to start from",
@@ -165,6 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     args.model,
                     args.reuse_state,
                     console,
+                    args.consolidation_model,
                 )
             elif args.suite == "consolidation":
                 from tiermem.bench.consolidation import run as consolidation_run

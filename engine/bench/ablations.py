@@ -7,8 +7,9 @@
 - **Error injection** (needs the SLM roles): 50% noise in the controller's queries, the
   selector removed, 50% noise in the writer's entries, and all three, each beside the clean
   configuration.
-- **Update gap** (MTM only, LTM only, both) needs a consolidation model and runs as its own
-  suite, ``tiermem bench consolidation`` (``tiermem.bench.consolidation``).
+- **Update gap** (MTM only, LTM only, both), with ``--consolidation-model``: the first five
+  sessions consolidated into LTM, two more left in MTM only (``tiermem.bench.consolidation``,
+  also its own suite, ``tiermem bench consolidation``).
 """
 
 from __future__ import annotations
@@ -248,6 +249,7 @@ def main(
     model: str | None,
     state: Path | None,
     console: Console,
+    consolidation_model: str | None = None,
 ) -> list[Row]:
     samples, _ = load_locomo(data)
     sample = samples[conversation]
@@ -279,8 +281,15 @@ def main(
     console.print(table)
     if not model:
         console.print("error injection needs --model (the SLM roles); not run")
-    console.print(
-        "update gap (MTM only / LTM only / both): `tiermem bench consolidation --data ...` "
-        "(it consolidates with a local model first)"
-    )
+    if consolidation_model:
+        from tiermem.bench.consolidation import run as update_gap
+
+        update_gap(
+            data, conversation, 5, 2, consolidation_model, questions, k, 48, 6, None, console
+        )
+    else:
+        console.print(
+            "update gap (MTM only / LTM only / both) needs --consolidation-model "
+            "(or `tiermem bench consolidation`); not run"
+        )
     return rows
