@@ -4,6 +4,7 @@ versus insert, failures, retrieval beside MTM, erasure."""
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -232,7 +233,9 @@ def test_search_returns_ltm_knowledge_beside_mtm_within_its_share(
     )
 
 
-def test_forget_user_withdraws_their_evidence_from_the_graph(make_ltm_memory: Any) -> None:
+def test_forget_user_withdraws_their_evidence_from_the_graph(
+    make_ltm_memory: Any, tmp_path: Path
+) -> None:
     memory = make_ltm_memory(chunk_size=1)
     ltm = memory.components.ltm
     backend = scripted(memory)
@@ -255,3 +258,8 @@ def test_forget_user_withdraws_their_evidence_from_the_graph(make_ltm_memory: An
     memory.close()
     reopened = make_ltm_memory()
     assert reopened.components.ltm.facts() == ["pottery (Concept): pottery"]
+    reopened.close()
+    on_disk = b"".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
+    for trace in (b"alice", b"hiking in the mountains", b"pottery classes"):
+        assert trace not in on_disk, trace
+    assert b"Pottery keeps me sane" in on_disk  # bob's memory is untouched
