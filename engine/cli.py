@@ -120,6 +120,13 @@ def _parser() -> argparse.ArgumentParser:
         "--model", help="the consolidation model: llama.cpp alias or GGUF (default qwen1.5b)"
     )
 
+    ltm = commands.add_parser("ltm", help="inspect the knowledge graph (read-only)")
+    ltm.add_argument("--config", type=Path, help="a TOML file")
+    ltm.add_argument("--data-dir", type=Path, help="the memory's data directory")
+    ltm.add_argument(
+        "--top", type=int, default=50, help="show this many items, most evidence first"
+    )
+
     config = commands.add_parser("config", help="print the configuration in effect")
     config.add_argument("--config", type=Path, help="a TOML file")
     return parser
@@ -206,6 +213,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
         elif args.command == "models":
             _models(args, console)
+        elif args.command == "ltm":
+            from tiermem.offline.cli import show_ltm
+
+            show_ltm(args.config, args.data_dir, args.top, console)
         elif args.command == "consolidate":
             from tiermem.offline.cli import consolidate
 

@@ -66,3 +66,31 @@ def print_report(report: ConsolidationReport, console: Console) -> None:
     for key, value in report.summary().items():
         table.add_row(key.replace("_", " "), str(value))
     console.print(table)
+
+
+def show_ltm(config_file: Path | None, data_dir: Path | None, top: int, console: Console) -> None:
+    """Print the graph's items, most supported first, with evidence and confidence now."""
+    import secrets
+    from datetime import UTC, datetime
+
+    from tiermem.ltm import LongTermMemory, Provenance
+
+    config = cli_config(config_file, data_dir, None, once=True)
+    path = config.ltm.path.expanduser() if config.ltm.path is not None else None
+    if path is None or not (path / "graph.json").exists():
+        console.print(f"no knowledge graph at {path}")
+        return
+    # Reading needs no provenance secret: a throwaway one, so nothing is created on disk.
+    ltm = LongTermMemory(path, config.embedder.dim, Provenance(secrets.token_bytes(32)))
+    facts = sorted(ltm.inventory(datetime.now(UTC)), key=lambda f: (-f.evidence, f.text))
+    table = Table(title=f"LTM: {ltm.node_count} nodes, {ltm.edge_count} edges ({ltm.file})")
+    for column in ("fact", "evidence", "confidence", "last supported"):
+        table.add_column(column, justify="left" if column == "fact" else "right")
+    for f in facts[:top]:
+        table.add_row(
+            f.text,
+            str(f.evidence),
+            f"{f.confidence.value:.2f}",
+            f.last_supported.date().isoformat(),
+        )
+    console.print(table)

@@ -263,3 +263,22 @@ def test_forget_user_withdraws_their_evidence_from_the_graph(
     for trace in (b"alice", b"hiking in the mountains", b"pottery classes"):
         assert trace not in on_disk, trace
     assert b"Pottery keeps me sane" in on_disk  # bob's memory is untouched
+
+
+def test_ltm_show_lists_the_graph_read_only(
+    make_ltm_memory: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tiermem.cli import main
+
+    memory = make_ltm_memory(lambda r: units([node("pottery", "shaping clay")]))
+    add_lines(memory, "alice", HOBBIES[:1])
+    memory.consolidate_now()
+    memory.close()
+    before = sorted(p.name for p in (tmp_path / "ltm").iterdir())
+    toml = tmp_path / "show.toml"
+    toml.write_text('[embedder]\nprovider = "hash"\nmodel = "hash-384"\n')
+    assert main(["ltm", "--config", str(toml), "--data-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "LTM: 1 nodes, 0 edges" in out
+    assert "pottery (Concept): shaping clay" in out
+    assert sorted(p.name for p in (tmp_path / "ltm").iterdir()) == before
