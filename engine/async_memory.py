@@ -27,6 +27,7 @@ from tiermem.types import AddResult, AnswerResult, AuditEvent, MemoryEntry, Sear
 from tiermem.validation import MessageLike
 
 if TYPE_CHECKING:
+    from tiermem.journal import LTMAuditEvent
     from tiermem.offline.consolidate import ConsolidationReport
     from tiermem.offline.scheduler import SchedulerState
 
@@ -108,6 +109,9 @@ class AsyncMemory:
 
     async def consolidation_state(self) -> SchedulerState:
         return await asyncio.to_thread(self.sync.consolidation_state)
+
+    async def knowledge_history(self, item_id: str) -> list[LTMAuditEvent]:
+        return await asyncio.to_thread(self.sync.knowledge_history, item_id)
 
     async def close(self) -> None:
         await asyncio.to_thread(self.sync.close)

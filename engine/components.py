@@ -13,7 +13,7 @@ from tiermem.generator import ExtractiveGenerator, Generator
 from tiermem.journal import Journal
 from tiermem.ltm.graph import DecayPolicy
 from tiermem.ltm.provenance import Provenance, load_or_create_secret
-from tiermem.ltm.store import LongTermMemory, SearchPolicy
+from tiermem.ltm.store import AuditSink, LongTermMemory, SearchPolicy
 from tiermem.pipeline.extract import EntryExtractor, TurnExtractor
 from tiermem.pipeline.plan import PassthroughPlanner, Planner, Selector, TopKSelector
 from tiermem.slm.meter import Meter
@@ -58,12 +58,21 @@ def build_components(config: TiermemConfig, clock: Clock | None = None) -> Compo
     tokens = ApproxTokenCounter()
     meter = Meter()
     roles = _build_roles(config, meter)
-    ltm = build_ltm(config.ltm, embedder.dim) if config.ltm.enabled else None
     store = build_mtm_store(config.mtm, embedder.dim)
     try:
         journal = Journal(config.journal.path)
     except BaseException:
         store.close()
+        raise
+    try:
+        ltm = (
+            build_ltm(config.ltm, embedder.dim, audit=journal.record_ltm)
+            if config.ltm.enabled
+            else None
+        )
+    except BaseException:
+        store.close()
+        journal.close()
         raise
     return Components(
         embedder=embedder,
@@ -86,7 +95,7 @@ def build_components(config: TiermemConfig, clock: Clock | None = None) -> Compo
     )
 
 
-def build_ltm(config: LTMConfig, dim: int) -> LongTermMemory:
+def build_ltm(config: LTMConfig, dim: int, audit: AuditSink | None = None) -> LongTermMemory:
     """The knowledge graph under ``config.path`` (loaded if saved), or in memory."""
     if config.secret is not None:
         secret = bytes.fromhex(config.secret.get_secret_value())
@@ -103,6 +112,7 @@ def build_ltm(config: LTMConfig, dim: int) -> LongTermMemory:
             config.search_seeds, config.search_hops, config.search_min_similarity
         ),
         merge_threshold=config.merge_threshold,
+        audit=audit,
     )
 
 

@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 from tiermem.errors import AuditError
+from tiermem.ltm.update import Change
 from tiermem.types import AuditEvent, AuditOp, Role, Turn
 
 SCHEMA_VERSION = 1
@@ -33,6 +34,17 @@ CREATE TABLE IF NOT EXISTS audit (
     detail TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS audit_by_memory ON audit (user_id, memory_id, seq);
+CREATE TABLE IF NOT EXISTS ltm_audit (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    at TEXT NOT NULL,
+    op TEXT NOT NULL,
+    item_id TEXT NOT NULL,
+    before TEXT,
+    after TEXT,
+    evidence INTEGER NOT NULL,
+    actor TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ltm_audit_by_item ON ltm_audit (item_id, seq);
 CREATE TABLE IF NOT EXISTS turns (
     user_id TEXT NOT NULL,
     turn_id TEXT NOT NULL,
@@ -58,6 +70,20 @@ class AuditRecord:
     after: str | None
     actor: str
     detail: dict[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class LTMAuditEvent:
+    """One row of the LTM audit log."""
+
+    seq: int
+    at: datetime
+    op: str
+    item_id: str
+    before: str | None
+    after: str | None
+    evidence: int
+    actor: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +244,33 @@ class Journal:
                 "SELECT DISTINCT memory_id FROM audit WHERE user_id = ? ORDER BY 1", (user_id,)
             ).fetchall()
         return [r[0] for r in rows]
+
+    def record_ltm(self, changes: Sequence[Change], at: datetime, actor: str) -> None:
+        """Audit rows for changes to the shared knowledge graph. They name graph items and
+        de-identified texts, never a user: erasing a user leaves them, as it leaves the
+        knowledge other users still support."""
+        with self.transaction() as _:
+            self._conn.executemany(
+                "INSERT INTO ltm_audit (at, op, item_id, before, after, evidence, actor)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (at.isoformat(), c.op, c.item, c.before, c.after, c.evidence, actor)
+                    for c in changes
+                ],
+            )
+
+    def ltm_history(self, item_id: str) -> list[LTMAuditEvent]:
+        """Every recorded change to one graph item, oldest first."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT seq, at, op, item_id, before, after, evidence, actor FROM ltm_audit"
+                " WHERE item_id = ? ORDER BY seq",
+                (item_id,),
+            ).fetchall()
+        return [
+            LTMAuditEvent(seq, datetime.fromisoformat(at), op, iid, before, after, ev, actor)
+            for seq, at, op, iid, before, after, ev, actor in rows
+        ]
 
     def count_audit(self, user_id: str) -> int:
         with self._lock:

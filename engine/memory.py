@@ -46,6 +46,7 @@ from tiermem.validation import (
 )
 
 if TYPE_CHECKING:
+    from tiermem.journal import LTMAuditEvent
     from tiermem.offline.consolidate import ConsolidationReport
     from tiermem.offline.scheduler import SchedulerState
     from tiermem.offline.wiring import Consolidation
@@ -201,7 +202,9 @@ class Memory:
                     for e in self._c.store.list_entries(uid, SearchFilters(include_superseded=True))
                 }
                 ids.update(self._c.journal.memory_ids(uid))
-                ltm_removed, ltm_decremented = self._c.ltm.forget_user(uid, sorted(ids))
+                ltm_removed, ltm_decremented = self._c.ltm.forget_user(
+                    uid, sorted(ids), self._c.clock.now()
+                )
             self._c.store.drop_user(uid)
             counts = self._c.journal.forget_user(uid)
             sessions = self._c.stm.forget_user(uid)
@@ -296,6 +299,17 @@ class Memory:
         events = self._c.journal.history(uid, str(memory_id))
         if not events:
             raise MemoryNotFoundError(str(memory_id), uid)
+        return events
+
+    def knowledge_history(self, item_id: str) -> list[LTMAuditEvent]:
+        """Every change to one LTM item (an ``ltm:`` hit id or a graph id), oldest first:
+        inserted, supported, updated, pruned, withdrawn by an erasure."""
+        self._check_open()
+        if not isinstance(item_id, str) or not item_id:
+            raise MemoryNotFoundError(str(item_id), "ltm")
+        events = self._c.journal.ltm_history(item_id.removeprefix("ltm:"))
+        if not events:
+            raise MemoryNotFoundError(item_id, "ltm")
         return events
 
     def working_memory(self, user_id: str, session_id: str | None = None) -> tuple[Turn, ...]:

@@ -223,10 +223,23 @@ class KnowledgeGraph:
         self.index.remove(item_id)
         return [*removed, item_id]
 
-    def withdraw(self, keys: set[str]) -> tuple[int, int]:
-        """Remove these provenance keys everywhere. Items left without support are removed;
-        returns (items removed, items whose evidence went down but stays)."""
-        removed, decremented = 0, 0
+    def removal(self, item_id: str) -> list[tuple[str, str]]:
+        """Remove an item (a node with its edges); (id, rendered text) of everything removed."""
+        doomed = [item_id]
+        if item_id.startswith("n:"):
+            incident = list(self.graph.out_edges(item_id, keys=True)) + list(
+                self.graph.in_edges(item_id, keys=True)
+            )
+            doomed = [edge_id(u, Relation(k), v) for u, v, k in incident] + doomed
+        texts = [(i, self.render(i)) for i in dict.fromkeys(doomed) if self.has(i)]
+        self.remove(item_id)
+        return texts
+
+    def withdraw(self, keys: set[str]) -> tuple[list[tuple[str, str]], list[tuple[str, int]]]:
+        """Remove these provenance keys everywhere. Items left without support are removed.
+        Returns (removed: id and text, decremented: id and the evidence left)."""
+        removed: list[tuple[str, str]] = []
+        decremented: list[tuple[str, int]] = []
         for item_id in list(self.items()):
             if not self.has(item_id):  # went with a removed node
                 continue
@@ -234,19 +247,20 @@ class KnowledgeGraph:
             if provenance & keys:
                 provenance -= keys
                 if provenance:
-                    decremented += 1
+                    decremented.append((item_id, len(provenance)))
                 else:
-                    removed += len(self.remove(item_id))
+                    removed += self.removal(item_id)
         return removed, decremented
 
-    def prune(self, now: datetime, policy: DecayPolicy) -> list[str]:
-        """Remove what has decayed below ``policy.prune_below``; edges first, then nodes."""
-        removed: list[str] = []
+    def prune(self, now: datetime, policy: DecayPolicy) -> list[tuple[str, str]]:
+        """Remove what has decayed below ``policy.prune_below``, edges first, then nodes;
+        (id, rendered text) of everything removed."""
+        removed: list[tuple[str, str]] = []
         for item_id in sorted(self.items(), key=lambda i: (i.startswith("n:"), i)):
             if self.has(item_id) and self.confidence(item_id, now, policy).value < (
                 policy.prune_below
             ):
-                removed += self.remove(item_id)
+                removed += self.removal(item_id)
         return removed
 
     # -- (de)serialisation --------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -23,10 +23,11 @@ from tiermem.ltm.decay import Confidence
 from tiermem.ltm.graph import DecayPolicy, KnowledgeGraph
 from tiermem.ltm.persist import atomic_write, discard_leftovers
 from tiermem.ltm.provenance import Provenance
-from tiermem.ltm.update import EdgeUnit, NodeUnit, UpdateCounts, apply_units
+from tiermem.ltm.update import Change, EdgeUnit, NodeUnit, UpdateCounts, apply_units
 
 logger = logging.getLogger(__name__)
 
+AuditSink = Callable[[Sequence[Change], datetime, str], None]
 SCHEMA = "tiermem-ltm"
 SCHEMA_VERSION = 1
 DEFAULT_DECAY = DecayPolicy()
@@ -106,6 +107,7 @@ class LongTermMemory:
         decay: DecayPolicy = DEFAULT_DECAY,
         search_policy: SearchPolicy | None = None,
         merge_threshold: float = 0.9,
+        audit: AuditSink | None = None,
     ) -> None:
         self.path = path
         self.dim = dim
@@ -113,6 +115,7 @@ class LongTermMemory:
         self.decay = decay
         self.search_policy = search_policy or SearchPolicy()
         self.merge_threshold = merge_threshold
+        self._audit = audit
         self._lock = threading.RLock()
         self._save_lock = threading.Lock()
         self._generation = 0
@@ -271,11 +274,14 @@ class LongTermMemory:
             self._states[key] = state
             self._generation += 1
         self.save()
-        return replace(ticket, state=state), CommitResult(counts, pruned)
+        changes = counts.changes + [Change("PRUNE", i, text, None, 0) for i, text in pruned]
+        self._emit(changes, now, "consolidation")
+        return replace(ticket, state=state), CommitResult(counts, [i for i, _ in pruned])
 
-    def forget_user(self, user_id: str, entry_ids: Sequence[str]) -> tuple[int, int]:
+    def forget_user(self, user_id: str, entry_ids: Sequence[str], now: datetime) -> tuple[int, int]:
         """Withdraw the support of these entries of this user and drop the user's state:
-        (items removed, items whose evidence was decremented)."""
+        (items removed, items whose evidence was decremented). The audit rows name items,
+        never the user."""
         keys = self.provenance.entry_keys(user_id, entry_ids)
         with self._lock:
             removed, decremented = self._graph.withdraw(keys)
@@ -284,7 +290,11 @@ class LongTermMemory:
             self._epochs[user_key] = self._epochs.get(user_key, 0) + 1
             self._generation += 1
         self.save()
-        return removed, decremented
+        changes = [Change("REMOVE", i, text, None, 0) for i, text in removed] + [
+            Change("WITHDRAW", i, None, None, left) for i, left in decremented
+        ]
+        self._emit(changes, now, "erasure")
+        return len(removed), len(decremented)
 
     def decay_now(self, now: datetime) -> list[str]:
         """Prune what has decayed below the threshold; the ids removed."""
@@ -293,4 +303,11 @@ class LongTermMemory:
             if pruned:
                 self._generation += 1
         self.save()
-        return pruned
+        self._emit([Change("PRUNE", i, text, None, 0) for i, text in pruned], now, "decay")
+        return [i for i, _ in pruned]
+
+    def _emit(self, changes: Sequence[Change], now: datetime, actor: str) -> None:
+        """Hand the changes of a saved graph to the audit sink. They are written after the
+        save: a crash in between loses audit rows, never knowledge."""
+        if changes and self._audit is not None:
+            self._audit(changes, now, actor)

@@ -43,6 +43,19 @@ class EdgeUnit:
     key: str
 
 
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One change to the graph, for the LTM audit log: ``INSERT``, ``SUPPORT`` (new
+    evidence), ``UPDATE`` (text replaced), ``PRUNE`` (decayed away), ``WITHDRAW`` (erasure took
+    evidence) or ``REMOVE`` (erasure took the last evidence). Texts are de-identified."""
+
+    op: str
+    item: str
+    before: str | None
+    after: str | None
+    evidence: int
+
+
 @dataclass(slots=True)
 class UpdateCounts:
     inserted: int = 0
@@ -51,6 +64,7 @@ class UpdateCounts:
     discarded: int = 0
     repeats: int = 0  # support from an entry that had already supported the item
     touched: list[str] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
 
     def add(self, other: UpdateCounts) -> None:
         self.inserted += other.inserted
@@ -59,6 +73,7 @@ class UpdateCounts:
         self.discarded += other.discarded
         self.repeats += other.repeats
         self.touched += other.touched
+        self.changes += other.changes
 
 
 def find_anchor(g: KnowledgeGraph, unit: NodeUnit, merge_threshold: float) -> str | None:
@@ -75,11 +90,15 @@ def _support_or_update(
     g: KnowledgeGraph, item: str, text: str, vector: Vector, unit_action: Action, key: str,
     now: datetime, counts: UpdateCounts,
 ) -> None:  # fmt: skip
-    if not g.support(item, key, now):
+    if g.support(item, key, now):
+        counts.changes.append(Change("SUPPORT", item, None, None, g.item(item).evidence))
+    else:
         counts.repeats += 1
     if unit_action is Action.UPDATE and text and text != g.data(item)["text"]:
+        before = g.render(item)
         g.set_text(item, text, vector)
         counts.updated += 1
+        counts.changes.append(Change("UPDATE", item, before, g.render(item), g.item(item).evidence))
     else:
         counts.merged += 1
     counts.touched.append(item)
@@ -103,6 +122,7 @@ def apply_units(
             anchor = g.add_node(unit.name, unit.kind, unit.text, unit.vector, unit.key, now)
             counts.inserted += 1
             counts.touched.append(anchor)
+            counts.changes.append(Change("INSERT", anchor, None, g.render(anchor), 1))
         else:
             _support_or_update(
                 g, anchor, unit.text, unit.vector, unit.action, unit.key, now, counts
@@ -121,4 +141,5 @@ def apply_units(
             g.add_edge(source, e.relation, target, e.text, e.vector, e.key, now)
             counts.inserted += 1
             counts.touched.append(eid)
+            counts.changes.append(Change("INSERT", eid, None, g.render(eid), 1))
     return counts

@@ -137,7 +137,7 @@ def test_erasure_removes_sole_support_and_decrements_shared(tmp_path: Path) -> N
     commit(ltm, "bob", [n("pottery", 0, key=b1)])
     edge = EdgeUnit("pottery", Relation.RELATED_TO, "hiking", "", Action.INSERT, vec(0, 1), a2)
     commit(ltm, "alice", [], [edge])
-    removed, decremented = ltm.forget_user("alice", ["m1", "m2"])
+    removed, decremented = ltm.forget_user("alice", ["m1", "m2"], T0)
     assert (removed, decremented) == (2, 1)  # hiking and the edge; pottery keeps bob's
     assert [(f.text, f.evidence) for f in ltm.inventory(T0)] == [
         ("pottery (Concept): about pottery", 1)
@@ -151,7 +151,7 @@ def test_erasure_removes_sole_support_and_decrements_shared(tmp_path: Path) -> N
 def test_a_commit_after_erasure_is_refused(tmp_path: Path) -> None:
     ltm = LongTermMemory(tmp_path, DIM, PROV)
     ticket = ltm.begin("alice")
-    ltm.forget_user("alice", [])
+    ltm.forget_user("alice", [], T0)
     state = UserState(None, frozenset(), 1)
     assert ltm.commit(ticket, [n("pottery", 0)], [], state, T0) is None
     assert ltm.node_count == 0

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tiermem import ManualClock, Memory, MemoryKind, SearchFilters
+from tiermem import ManualClock, Memory, MemoryKind, MemoryNotFoundError, SearchFilters
 from tiermem.errors import ConfigError, SLMTimeout, SLMUnavailable
 from tiermem.slm.base import SLMRequest
 
@@ -282,3 +282,39 @@ def test_ltm_show_lists_the_graph_read_only(
     assert "LTM: 1 nodes, 0 edges" in out
     assert "pottery (Concept): shaping clay" in out
     assert sorted(p.name for p in (tmp_path / "ltm").iterdir()) == before
+
+
+def test_every_graph_change_is_an_audit_row_without_user_ids(
+    make_ltm_memory: Any, clock: ManualClock
+) -> None:
+    memory = make_ltm_memory(chunk_size=1)
+    backend = scripted(memory)
+    add_lines(memory, "alice", HOBBIES[:1])
+    add_lines(memory, "bob", ["Pottery keeps me sane"], speaker="Bo")
+    backend.push(
+        units([node("pottery", "shaping clay")]),
+        units([node("pottery", "shaping clay into pots", action="update", anchor=1)]),
+    )
+    memory.consolidate_now()
+    [pottery] = [f.id for f in memory.components.ltm.inventory(clock.now())]  # type: ignore[union-attr]
+    hit_id = f"ltm:{pottery}"
+    events = memory.knowledge_history(hit_id)
+    assert [(e.op, e.evidence, e.actor) for e in events] == [
+        ("INSERT", 1, "consolidation"),
+        ("SUPPORT", 2, "consolidation"),
+        ("UPDATE", 2, "consolidation"),
+    ]
+    assert events[2].before == "pottery (Concept): shaping clay"
+    assert events[2].after == "pottery (Concept): shaping clay into pots"
+    memory.forget_user("alice")
+    assert [(e.op, e.evidence, e.actor) for e in memory.knowledge_history(pottery)][-1] == (
+        "WITHDRAW",
+        1,
+        "erasure",
+    )
+    rows = memory.components.journal._conn.execute("SELECT * FROM ltm_audit").fetchall()
+    assert rows
+    assert "alice" not in repr(rows)
+    assert "bob" not in repr(rows)
+    with pytest.raises(MemoryNotFoundError):
+        memory.knowledge_history("ltm:n:nothing")
