@@ -87,8 +87,11 @@ class ConsolidationScheduler:
     def run_now(self, run: Callable[[], ConsolidationReport] | None = None) -> ConsolidationReport:
         """Run (the job, or ``run``) in the caller's thread, after any run in flight;
         exceptions propagate."""
-        with self._run_lock:
-            return self._guarded(run or self._run)
+        try:
+            with self._run_lock:
+                return self._guarded(run or self._run)
+        finally:
+            self._run_pending()
 
     def state(self) -> SchedulerState:
         nexts = [t for t in (getattr(j, "next_run_time", None) for j in self._jobs()) if t]
@@ -132,8 +135,14 @@ class ConsolidationScheduler:
             self._once(RETRY, datetime.now(UTC) + timedelta(seconds=self._retry_s))
         finally:
             self._run_lock.release()
-        if self._state.pending:
-            self._set(pending=False)
+        self._run_pending()
+
+    def _run_pending(self) -> None:
+        """A trigger that arrived during a run runs now."""
+        with self._state_lock:
+            pending = self._state.pending
+            self._state = replace(self._state, pending=False)
+        if pending:
             self._once(TRIGGERED, datetime.now(UTC))
 
     def _guarded(self, run: Callable[[], ConsolidationReport]) -> ConsolidationReport:

@@ -131,3 +131,20 @@ def test_erasing_a_user_during_a_run_keeps_none_of_their_knowledge(
     wait_for(lambda: not memory.consolidation_state().running)
     assert memory.components.ltm.node_count == 0  # type: ignore[union-attr]
     assert memory.consolidation_state().last_report.erased_during_run == 1  # type: ignore[union-attr]
+
+
+def test_a_trigger_during_consolidate_now_runs_afterwards(make_ltm_memory: Any) -> None:
+    model = BlockingModel()
+    memory = make_ltm_memory(model, trigger_turns=1_000, chunk_size=8)
+    add_lines(memory, "alice", HOBBIES[:1])
+    caller = threading.Thread(target=memory.consolidate_now)
+    caller.start()
+    assert model.entered.wait(10)
+    add_lines(memory, "alice", HOBBIES[1:2])  # new work while the run is in the model
+    memory._consolidation.scheduler.trigger()
+    assert memory.consolidation_state().pending
+    model.release.set()
+    caller.join(10)
+    wait_for(lambda: memory.consolidation_state().runs >= 2)
+    wait_for(lambda: not memory.consolidation_state().running)
+    assert model.calls == 2  # the second entry was consolidated by the remembered trigger
