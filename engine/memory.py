@@ -197,13 +197,10 @@ class Memory:
             entries = self._c.store.count(uid)
             ltm_removed = ltm_decremented = 0
             if self._c.ltm is not None:  # first, while the journal still knows the entry ids
-                ids = {
-                    e.id
-                    for e in self._c.store.list_entries(uid, SearchFilters(include_superseded=True))
-                }
-                ids.update(self._c.journal.memory_ids(uid))
+                # Every entry the user ever had has an ADD row (evicted and deleted ones too).
+                ids = self._c.journal.memory_ids(uid)
                 ltm_removed, ltm_decremented = self._c.ltm.forget_user(
-                    uid, sorted(ids), self._c.clock.now()
+                    uid, ids, self._c.clock.now()
                 )
             self._c.store.drop_user(uid)
             counts = self._c.journal.forget_user(uid)

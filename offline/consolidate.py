@@ -28,7 +28,7 @@ from tiermem.errors import SLMOutputInvalid, SLMTimeout
 from tiermem.ltm.graph import RELATION_WORDS, NodeKind, Relation
 from tiermem.ltm.store import LongTermMemory
 from tiermem.ltm.update import Action, EdgeUnit, NodeUnit, UpdateCounts
-from tiermem.offline.batch import advance, live_marks, pending_entries, select_batch
+from tiermem.offline.batch import advance, live_marks, pending_entries, select_batch, version
 from tiermem.offline.deid import Deidentifier
 from tiermem.slm.prompts import consolidator as prompt
 from tiermem.slm.roles.common import RoleRuntime
@@ -142,7 +142,7 @@ class ConsolidationJob:
         prov = self._ltm.provenance
 
         def mark(e: MemoryEntry) -> str:
-            return prov.mark(uid, e.id, version_key(e))
+            return prov.mark(uid, e.id, version(e)[0].isoformat())
 
         state = live_marks(ticket.state, entries, mark)
         pending = pending_entries(entries, state, mark)
@@ -292,11 +292,6 @@ class ConsolidationJob:
         piece of evidence, and erasing that memory's user withdraws exactly it."""
         best = np.argmax(unit_vectors @ entry_vectors.T, axis=1)
         return [self._ltm.provenance.entry_key(uid, chunk[int(i)].id) for i in best]
-
-
-def version_key(entry: MemoryEntry) -> str:
-    touched = max(entry.updated_at, entry.last_accessed or entry.updated_at)
-    return touched.isoformat()
 
 
 def output_schema(anchors: int) -> dict[str, Any]:

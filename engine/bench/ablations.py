@@ -285,7 +285,17 @@ def main(
         from tiermem.bench.consolidation import run as update_gap
 
         update_gap(
-            data, conversation, 5, 2, consolidation_model, questions, k, 48, 6, None, console
+            data,
+            conversation,
+            sessions=5,
+            later=2,
+            model=consolidation_model,
+            questions=questions,
+            k=k,
+            batch_size=48,
+            chunk_size=6,
+            out=None,
+            console=console,
         )
     else:
         console.print(

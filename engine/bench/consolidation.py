@@ -46,21 +46,22 @@ from tiermem.types import MemoryEntry, SearchFilters
 PROBE_USER = "latency-probe"
 
 
-@dataclass(frozen=True, slots=True)
-class RunRow:
-    run: int
-    entries: int
-    chunks: int
-    invalid_chunks: int
-    seconds: float
-    prompt_tokens: int
-    completion_tokens: int
-    inserted: int
-    merged: int
-    updated: int
-    dropped_identifiers: int
-    nodes: int
-    edges: int
+# The per-run figures reported, as named in ``ConsolidationReport.summary()``.
+RUN_COLUMNS = (
+    "entries",
+    "chunks",
+    "invalid_chunks",
+    "timed_out_chunks",
+    "seconds",
+    "prompt_tokens",
+    "completion_tokens",
+    "inserted",
+    "merged",
+    "updated",
+    "dropped_identifiers",
+    "nodes",
+    "edges",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +177,7 @@ def run(
             consolidated |= {t.dia_id for t in session.turns}
         turns = len(consolidated)
         console.print(f"{user}: {turns} turns in {sessions} sessions; consolidating with {model}")
-        runs: list[RunRow] = []
+        runs: list[dict[str, Any]] = []
         idle_ms = _probe_adds(memory, probes, lambda: True)
         started = time.perf_counter()
         latency: dict[str, Any] = {"idle_ms": idle_ms}
@@ -195,23 +196,7 @@ def run(
             if r.entries == 0:
                 break
             s = r.summary()
-            runs.append(
-                RunRow(
-                    len(runs) + 1,
-                    r.entries,
-                    r.chunks,
-                    r.invalid_chunks,
-                    r.seconds,
-                    r.prompt_tokens,
-                    r.completion_tokens,
-                    s["inserted"],
-                    s["merged"],
-                    s["updated"],
-                    s["dropped_identifiers"],
-                    r.nodes,
-                    r.edges,
-                )
-            )
+            runs.append({"run": len(runs) + 1, **{c: s[c] for c in RUN_COLUMNS}})
             console.print(f"run {len(runs)}: {s}")
         total_s = time.perf_counter() - started
         fresh: set[str] = set()
@@ -251,7 +236,7 @@ def run(
         "sessions": sessions,
         "batch_size": batch_size,
         "chunk_size": chunk_size,
-        "runs": [asdict(r) for r in runs],
+        "runs": runs,
         "seconds_total": total_s,
         "nodes": nodes,
         "edges": len(facts) - nodes,
@@ -292,16 +277,17 @@ def _probe_adds(memory: Memory, n: int, go_on: Callable[[], bool]) -> list[float
 
 
 def _print(
-    result: dict[str, Any], runs: Sequence[RunRow], gap: Sequence[GapRow], k: int, console: Console
+    result: dict[str, Any],
+    runs: Sequence[dict[str, Any]],
+    gap: Sequence[GapRow],
+    k: int,
+    console: Console,
 ) -> None:
     table = Table(title=f"Consolidation runs on {result['conversation']} ({result['model']})")
-    for col in ("run", "entries", "chunks", "invalid", "seconds", "prompt tok", "completion tok",
-                "inserted", "merged", "updated", "dropped ids", "nodes", "edges"):  # fmt: skip
-        table.add_column(col, justify="right")
+    for col in ("run", *RUN_COLUMNS):
+        table.add_column(col.replace("_", " "), justify="right")
     for r in runs:
-        table.add_row(
-            *(str(v) if not isinstance(v, float) else f"{v:.1f}" for v in asdict(r).values())
-        )
+        table.add_row(*(f"{v:.1f}" if isinstance(v, float) else str(v) for v in r.values()))
     console.print(table)
     for name, v in result["add_latency"].items():
         console.print(

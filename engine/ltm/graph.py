@@ -52,7 +52,6 @@ class Item:
     evidence: int
     first_supported: datetime
     last_supported: datetime
-    is_edge: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +110,6 @@ class KnowledgeGraph:
             len(d["provenance"]),
             d["first"],
             d["last"],
-            item_id.startswith("e:"),
         )
 
     def render(self, item_id: str) -> str:

@@ -63,7 +63,6 @@ class UpdateCounts:
     updated: int = 0
     discarded: int = 0
     repeats: int = 0  # support from an entry that had already supported the item
-    touched: list[str] = field(default_factory=list)
     changes: list[Change] = field(default_factory=list)
 
     def add(self, other: UpdateCounts) -> None:
@@ -72,7 +71,6 @@ class UpdateCounts:
         self.updated += other.updated
         self.discarded += other.discarded
         self.repeats += other.repeats
-        self.touched += other.touched
         self.changes += other.changes
 
 
@@ -101,7 +99,6 @@ def _support_or_update(
         counts.changes.append(Change("UPDATE", item, before, g.render(item), g.item(item).evidence))
     else:
         counts.merged += 1
-    counts.touched.append(item)
 
 
 def apply_units(
@@ -121,7 +118,6 @@ def apply_units(
         if anchor is None:
             anchor = g.add_node(unit.name, unit.kind, unit.text, unit.vector, unit.key, now)
             counts.inserted += 1
-            counts.touched.append(anchor)
             counts.changes.append(Change("INSERT", anchor, None, g.render(anchor), 1))
         else:
             _support_or_update(
@@ -140,6 +136,5 @@ def apply_units(
         else:
             g.add_edge(source, e.relation, target, e.text, e.vector, e.key, now)
             counts.inserted += 1
-            counts.touched.append(eid)
             counts.changes.append(Change("INSERT", eid, None, g.render(eid), 1))
     return counts

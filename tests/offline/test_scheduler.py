@@ -55,15 +55,12 @@ def test_add_and_search_do_not_wait_for_a_run_and_runs_never_overlap(
     assert memory.consolidation_state().running
 
     # While the run is blocked inside the model call, the online path goes on.
-    started = time.perf_counter()
     for i in range(6):
         memory.add(chat(("user", f"more news number {i}")), "alice")  # triggers again
     hits = memory.search("pottery", "alice", k=3)
-    online_s = time.perf_counter() - started
     assert hits
     assert memory.consolidation_state().running
     assert model.in_flight == 1
-    assert online_s < 5  # it returned at all while the run was blocked (the model waits 10 s)
     assert memory.consolidation_state().pending  # the triggers are remembered, not dropped
 
     model.release.set()
