@@ -2,8 +2,14 @@
 PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
-# llama-cpp-python compiles llama.cpp (~4-10 min). Its wheel is built once per machine into
-# this cache, from the pinned sdist, and reused by later installs on the same machine.
+# llama-cpp-python compiles llama.cpp (about 3.5 min on 2 cores). Never natively: a native build
+# on a CPU that advertises AMX dies with SIGILL at the first matrix product when the process was
+# not granted the AMX tile state. slm/cpu.py picks the instruction sets from this CPU (AVX-512
+# with VBMI/VNNI/BF16 where present, else AVX2/FMA/F16C, else plain x86-64), never AMX unless
+# asked (--allow-amx) and granted by the kernel, and builds the wheel once into a folder keyed by
+# the version and every build flag: a wheel built with other flags (the old version-only cache
+# right under $(WHEELS) included) is never reused. pip's own wheel cache is bypassed.
+# Measured on qwen0.5b Q4_K_M, 2 threads, idle machine (prefill / decode tokens/s): see README.
 WHEELS ?= $(HOME)/.cache/tiermem/wheels
 LLAMA_CPP_VERSION := 0.3.36
 
@@ -14,9 +20,9 @@ install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -U pip
-	ls $(WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1 || \
-		$(BIN)/python -m pip wheel -q --no-deps -w $(WHEELS) llama-cpp-python==$(LLAMA_CPP_VERSION)
-	$(BIN)/python -m pip install -q --find-links $(WHEELS) -e '.[dev]'
+	wheel=$$($(BIN)/python slm/cpu.py ensure-wheel --version $(LLAMA_CPP_VERSION) --cache $(WHEELS)) && \
+		$(BIN)/python -m pip install -q --force-reinstall --no-deps "$$wheel" && \
+		$(BIN)/python -m pip install -q "$$wheel" -e '.[dev]'
 	$(BIN)/tiermem models install smollm2
 	touch $@
 

@@ -127,6 +127,12 @@ def _parser() -> argparse.ArgumentParser:
         "--top", type=int, default=50, help="show this many items, most evidence first"
     )
 
+    doctor = commands.add_parser(
+        "doctor", help="check this machine: llama.cpp build, embedder, every installed model"
+    )
+    doctor.add_argument("--cache", type=Path, help="where GGUF files are (default: the cache)")
+    doctor.add_argument("--timeout", type=float, default=600, help="seconds per check")
+
     config = commands.add_parser("config", help="print the configuration in effect")
     config.add_argument("--config", type=Path, help="a TOML file")
     return parser
@@ -221,6 +227,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from tiermem.offline.cli import consolidate
 
             consolidate(args.config, args.data_dir, args.user, args.model, args.once, console)
+        elif args.command == "doctor":
+            return _doctor(args, console)
         elif args.command == "config":
             from tiermem.settings import load_config
 
@@ -229,6 +237,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.print(f"[red]error:[/] {exc}")
         return 2
     return 0
+
+
+def _doctor(args: argparse.Namespace, console: Console) -> int:
+    from tiermem.doctor import run_checks
+    from tiermem.slm import models
+
+    failed = 0
+    for check in run_checks(args.cache or models.DEFAULT_CACHE, args.timeout):
+        mark = "[green]ok  [/]" if check.ok else "[red]FAIL[/]"
+        console.print(f"{mark} {check.name:16} {check.detail}", highlight=False)
+        failed += not check.ok
+    if failed:
+        console.print(f"[red]{failed} check(s) failed[/]; see README, Troubleshooting")
+    return 1 if failed else 0
 
 
 def _models(args: argparse.Namespace, console: Console) -> None:

@@ -16,6 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +35,38 @@ def _quiet() -> Iterator[None]:
         yield
 
 
+_BUILD_CHECKED: list[bool] = []
+
+
+def check_build() -> None:
+    """Refuse a llama.cpp build that would die with SIGILL on this CPU (and take the whole
+    process with it): one compiled for instructions this CPU lacks, or for AMX when the kernel
+    does not grant it. Asking for AMX is also what lets an AMX build use its tiles."""
+    if _BUILD_CHECKED:
+        return
+    import llama_cpp
+    from tiermem.slm.cpu import amx_granted, compiled_features, cpu_flags, unsafe_features
+
+    compiled = compiled_features(llama_cpp.llama_print_system_info().decode())
+    flags = cpu_flags()
+    granted = amx_granted() if "AMX_INT8" in compiled else False
+    unsafe = unsafe_features(compiled, flags, amx_granted=granted) if flags else []
+    if unsafe:
+        raise SLMUnavailable(
+            "load",
+            f"the installed llama.cpp build uses {', '.join(unsafe)}, which this CPU cannot run;"
+            " rebuild it for this machine with `make install` (see `tiermem doctor`)",
+        )
+    _BUILD_CHECKED.append(True)
+
+
 def load_llama(path: Path, n_ctx: int, n_threads: int | None) -> tuple[Any, threading.Lock]:
     key = (str(path), n_ctx)
     with _LOAD_LOCK:
         if key not in _MODELS:
             if not path.is_file():
                 raise ConfigError(f"GGUF model file {path} does not exist")
+            check_build()
             from llama_cpp import Llama
 
             try:
@@ -55,6 +82,57 @@ def load_llama(path: Path, n_ctx: int, n_threads: int | None) -> tuple[Any, thre
                 raise SLMUnavailable("load", f"cannot load {path}: {exc}") from exc
             _MODELS[key] = (llama, threading.Lock())
         return _MODELS[key]
+
+
+@dataclass(frozen=True, slots=True)
+class Speed:
+    """Measured throughput of one model on this machine."""
+
+    load_s: float
+    prefill_tokens: int
+    prefill_tok_s: float
+    decode_tokens: int
+    decode_tok_s: float
+
+
+_SPEED_PROMPT = (
+    "Memory entries: Maya booked flight TP1351 to Lisbon for 9 October. Her sister Ines runs a "
+    "bakery in Lisbon. Maya is vegetarian and allergic to peanuts. She adopted a greyhound "
+    "called Comet last spring and walks him every morning before work. "
+)
+
+
+def measure_speed(
+    path: Path, *, n_threads: int | None = None, prefill: int = 256, decode: int = 64
+) -> Speed:
+    """Prefill ``prefill`` prompt tokens, then decode ``decode`` tokens greedily; the same
+    count of tokens every time, so runs and builds compare. Loads its own context (not the
+    shared one), so it measures the model alone."""
+    from llama_cpp import Llama
+
+    check_build()
+    started = time.perf_counter()
+    with _quiet():
+        llama = Llama(
+            model_path=str(path),
+            n_ctx=prefill + decode + 16,
+            n_threads=n_threads or max(1, os.cpu_count() or 2),
+            n_batch=512,
+            verbose=False,
+            seed=0,
+        )
+    load_s = time.perf_counter() - started
+    tokens = llama.tokenize(_SPEED_PROMPT.encode() * (1 + prefill // 40))[:prefill]
+    started = time.perf_counter()
+    llama.eval(tokens)
+    prefill_s = time.perf_counter() - started
+    started = time.perf_counter()
+    for _ in range(decode):
+        token = llama.sample(temp=0.0)
+        llama.eval([token])
+    decode_s = time.perf_counter() - started
+    llama.close()
+    return Speed(load_s, len(tokens), len(tokens) / prefill_s, decode, decode / decode_s)
 
 
 def grammar_for(schema: dict[str, Any]) -> Any:

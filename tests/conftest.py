@@ -11,6 +11,9 @@ import pytest
 from tiermem import ManualClock, Memory, TiermemConfig
 from tiermem.config import JournalConfig, MTMConfig
 
+# Real-model tests run in a child process each: a model that dies with SIGILL fails one test.
+pytest_plugins = ["pytester", "tests.isolation"]
+
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
 MemoryFactory = Callable[..., Memory]

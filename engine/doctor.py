@@ -1,0 +1,166 @@
+"""``tiermem doctor``: the first command to run on a new machine.
+
+Each check runs in a child process, so a model that kills its process (SIGILL from a llama.cpp
+build that uses an instruction this CPU or its kernel does not allow, SIGSEGV, out of memory)
+fails that one line, names the signal, and the next check still runs. The checks: the
+llama.cpp build against this CPU, the embedder, and every installed GGUF model, which loads
+and generates a few tokens (prefill and decode tokens/s are printed).
+
+>>> describe_exit(-4)
+'killed by SIGILL (illegal instruction: the build uses a CPU feature this process may not use)'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+_HINTS = {
+    signal.SIGILL: "illegal instruction: the build uses a CPU feature this process may not use",
+    signal.SIGSEGV: "segmentation fault",
+    signal.SIGBUS: "bus error: a truncated or unreadable model file",
+    signal.SIGKILL: "killed: out of memory, or by the time limit",
+    signal.SIGABRT: "aborted",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One line of the report."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+def describe_exit(returncode: int) -> str:
+    """A child's exit status in words; a negative status is the signal that killed it."""
+    if returncode >= 0:
+        return f"exited with status {returncode}"
+    try:
+        sig = signal.Signals(-returncode)
+    except ValueError:
+        return f"killed by signal {-returncode}"
+    hint = _HINTS.get(sig)
+    return f"killed by {sig.name}" + (f" ({hint})" if hint else "")
+
+
+def run_probe(name: str, argv: Sequence[str], timeout_s: float) -> Check:
+    """Run one probe process; it prints one JSON object ``{"ok": bool, "detail": str}`` last."""
+    try:
+        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return Check(name, False, f"no answer within {timeout_s:.0f} s")
+    if done.returncode < 0:
+        return Check(name, False, describe_exit(done.returncode))
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    try:
+        answer = json.loads(lines[-1])
+        return Check(name, bool(answer["ok"]) and done.returncode == 0, str(answer["detail"]))
+    except (IndexError, KeyError, TypeError, json.JSONDecodeError):
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
+        return Check(name, False, f"{describe_exit(done.returncode)}: {tail}")
+
+
+def _probe_argv(kind: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", "tiermem.doctor", "--probe", kind, *args]
+
+
+def run_checks(models_dir: Path, timeout_s: float = 600) -> list[Check]:
+    """Every check, each in its own process."""
+    from tiermem.slm.models import installed
+
+    checks = [
+        run_probe("llama.cpp build", _probe_argv("build"), timeout_s),
+        run_probe("embedder", _probe_argv("embedder"), timeout_s),
+    ]
+    found = installed(models_dir)
+    for alias, path in found.items():
+        if path is not None:
+            checks.append(run_probe(alias, _probe_argv("model", str(path)), timeout_s))
+    if not any(found.values()):
+        checks.append(
+            Check("models", True, "none installed (tiermem models install qwen0.5b); skipped")
+        )
+    return checks
+
+
+# -- probes: each runs in its own child process ---------------------------------------------
+def _probe_build() -> tuple[bool, str]:
+    import llama_cpp
+    from tiermem.slm.cpu import (
+        amx_granted,
+        amx_instructions,
+        compiled_features,
+        cpu_flags,
+        loaded_libraries,
+        unsafe_features,
+    )
+
+    compiled = compiled_features(llama_cpp.llama_print_system_info().decode())
+    granted = amx_granted()
+    unsafe = unsafe_features(compiled, cpu_flags(), amx_granted=granted)
+    wanted = ("AVX2", "AVX512", "AVX512_VBMI", "AVX512_VNNI", "AVX512_BF16", "AMX_INT8")
+    summary = " ".join(f for f in wanted if f in compiled) or "baseline x86-64"
+    if unsafe:
+        return False, f"built for {', '.join(unsafe)}, which this CPU cannot run; run make install"
+    tiles = [hit for lib in loaded_libraries() for hit in amx_instructions(lib, 1)]
+    if tiles and not granted:
+        return False, f"AMX instructions in the CPU library, AMX not granted: {tiles[0]}"
+    amx = "AMX granted" if granted else "AMX not granted"
+    return True, f"llama-cpp-python {llama_cpp.__version__}: {summary}; {amx} to this process"
+
+
+def _probe_embedder() -> tuple[bool, str]:
+    from tiermem.config import EmbedderConfig
+    from tiermem.embedding import build_embedder
+    from tiermem.embedding.base import EmbedMode
+
+    embedder = build_embedder(EmbedderConfig())
+    started = time.perf_counter()
+    embedder.embed(["warm up"], EmbedMode.DOCUMENT)
+    load_s = time.perf_counter() - started
+    texts = [f"My sister Ana moved to Lisbon in {1990 + i}." for i in range(64)]
+    started = time.perf_counter()
+    vectors = embedder.embed(texts, EmbedMode.DOCUMENT)
+    rate = len(texts) / (time.perf_counter() - started)
+    return True, f"{embedder.name}, {len(vectors[0])}-d: load {load_s:.1f} s, {rate:.0f} texts/s"
+
+
+def _probe_model(path: str) -> tuple[bool, str]:
+    from tiermem.slm.llamacpp import measure_speed
+
+    speed = measure_speed(Path(path), prefill=128, decode=32)
+    return True, (
+        f"{Path(path).name}: load {speed.load_s:.1f} s, prefill {speed.prefill_tok_s:.0f} tok/s,"
+        f" decode {speed.decode_tok_s:.1f} tok/s"
+    )
+
+
+def _probe(kind: str, args: Sequence[str]) -> int:
+    probes = {"build": _probe_build, "embedder": _probe_embedder}
+    try:
+        ok, detail = _probe_model(args[0]) if kind == "model" else probes[kind]()
+    except Exception as exc:  # noqa: BLE001 - a probe reports any failure as its one line
+        ok, detail = False, f"{type(exc).__name__}: {exc}"[:500]
+    print(json.dumps({"ok": ok, "detail": detail}))
+    return 0 if ok else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tiermem.doctor")
+    parser.add_argument("--probe", required=True, choices=("build", "embedder", "model"))
+    parser.add_argument("args", nargs="*")
+    args = parser.parse_args(argv)
+    return _probe(args.probe, args.args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""``tiermem doctor`` runs each check in a child: a crash fails that line, names the signal,
+and the report goes on; anything failed makes the exit status non-zero."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from tiermem import doctor
+from tiermem.cli import main
+
+
+def test_a_probe_killed_by_a_signal_is_named() -> None:
+    crash = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGILL)"]
+    check = doctor.run_probe("qwen0.5b", crash, timeout_s=60)
+    assert not check.ok
+    assert "SIGILL" in check.detail
+    assert "illegal instruction" in check.detail
+
+
+def test_a_probe_that_answers_or_hangs() -> None:
+    fine = [sys.executable, "-c", 'print(\'{"ok": true, "detail": "12 tok/s"}\')']
+    assert doctor.run_probe("m", fine, 60) == doctor.Check("m", True, "12 tok/s")
+    bad = [sys.executable, "-c", "raise SystemExit('no such model')"]
+    assert not doctor.run_probe("m", bad, 60).ok
+    slow = [sys.executable, "-c", "import time; time.sleep(30)"]
+    assert "no answer within" in doctor.run_probe("m", slow, 1).detail
+
+
+def test_a_failed_check_fails_the_command(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    broken = tmp_path / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+    broken.write_bytes(b"GGUF but truncated")
+    monkeypatch.setattr(
+        doctor,
+        "run_probe",
+        lambda name, argv, timeout_s: doctor.Check(name, name != "qwen0.5b", "x"),
+    )
+    assert main(["doctor", "--cache", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL qwen0.5b" in out
+    assert "1 check(s) failed" in out
