@@ -11,7 +11,6 @@ from tiermem.embedding.base import EmbedMode, Vectors, check_vectors
 from tiermem.lexical import lexical_query
 from tiermem.pipeline.plan import Candidate, RetrievalPlan, Route
 from tiermem.ranking import reciprocal_rank_fusion
-from tiermem.stores.base import AccessUpdate
 from tiermem.types import MemoryEntry, MemoryKind, ScoreExplanation, SearchFilters, SearchHit, Turn
 
 
@@ -130,21 +129,18 @@ def cap_tiers(candidates: Sequence[Candidate], k: int, k_ltm: int) -> list[Candi
 
 
 def record_access(c: Components, user_id: str, hits: Sequence[SearchHit]) -> list[SearchHit]:
-    """Bump access statistics of what was retrieved; return the hits as they now stand."""
-    mtm = [h for h in hits if h.entry.kind is not MemoryKind.KNOWLEDGE]
-    if not mtm:
+    """Count one access of each MTM entry retrieved; return the hits as they now stand. An
+    entry deleted since the search found it is returned as found and not counted."""
+    ids = [h.entry.id for h in hits if h.entry.kind is not MemoryKind.KNOWLEDGE]
+    if not ids:
         return list(hits)
-    now = c.clock.now()
-    updates = {h.entry.id: AccessUpdate(h.entry.access_count + 1, now) for h in mtm}
-    c.store.set_access(user_id, updates)
+    updates = c.store.record_access(user_id, ids, c.clock.now())
     return [
         replace(
             h,
-            entry=replace(
-                h.entry, access_count=updates[h.entry.id].access_count, last_accessed=now
-            ),
+            entry=replace(h.entry, access_count=u.access_count, last_accessed=u.last_accessed),
         )
-        if h.entry.id in updates
+        if (u := updates.get(h.entry.id)) is not None
         else h
         for h in hits
     ]

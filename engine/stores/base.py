@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Protocol
 
@@ -35,18 +35,48 @@ class AccessUpdate:
     last_accessed: datetime
 
 
+def with_recorded_access(
+    entry: MemoryEntry, stored_count: int, stored_last: datetime | None
+) -> MemoryEntry:
+    """``entry`` as an upsert over a stored entry writes it: access statistics only grow, so
+    an entry read before a search counted an access never takes the count back.
+
+    >>> from datetime import UTC, datetime
+    >>> from tiermem.types import MemoryKind
+    >>> t = datetime(2026, 1, 1, tzinfo=UTC)
+    >>> e = MemoryEntry("i", "u", "old text", MemoryKind.TURN, t, t, access_count=1)
+    >>> with_recorded_access(e, 3, t).access_count
+    3
+    """
+    last = entry.last_accessed
+    if stored_last is not None and (last is None or stored_last > last):
+        last = stored_last
+    count = max(entry.access_count, stored_count)
+    if (count, last) == (entry.access_count, entry.last_accessed):
+        return entry
+    return replace(entry, access_count=count, last_accessed=last)
+
+
 class MTMStore(Protocol):
     """Per-user episodic memory. Every call names the user; no call reaches another user's data.
 
     Implementations: ``QdrantStore`` (the product) and ``ReferenceStore`` (the exact oracle
     that congruence tests compare it with).
+
+    Concurrency: every call is safe from any thread of one process, and the access counter
+    is exact there (``record_access`` reads, adds and writes under the store's lock, and an
+    upsert never lowers it). Across processes sharing one Qdrant server, concurrent
+    ``record_access`` calls on the same entry can lose increments: the store has no
+    cross-process lock. (Embedded Qdrant locks its directory to one process.)
     """
 
     @property
     def dim(self) -> int: ...
 
     def upsert(self, user_id: str, entries: Sequence[MemoryEntry], vectors: Vectors) -> None:
-        """Insert or replace entries (by id) with their vectors, all or none."""
+        """Insert or replace entries (by id) with their vectors, all or none. A replaced
+        entry keeps the larger access count and the later last access of the two (see
+        ``with_recorded_access``): access statistics belong to the store."""
         ...
 
     def get(self, user_id: str, ids: Sequence[str]) -> list[MemoryEntry]:
@@ -69,8 +99,12 @@ class MTMStore(Protocol):
         """Up to ``limit`` entries by cosine and up to ``limit`` by BM25 over the index text."""
         ...
 
-    def set_access(self, user_id: str, updates: Mapping[str, AccessUpdate]) -> None:
-        """Record that entries were retrieved."""
+    def record_access(
+        self, user_id: str, ids: Sequence[str], at: datetime
+    ) -> dict[str, AccessUpdate]:
+        """Count one retrieval of each distinct id, atomically (read, add one, write), at
+        ``at``. Ids the user no longer has (deleted since they were found) are skipped, not
+        an error. Returns the new statistics of the entries that were counted."""
         ...
 
     def set_superseded(self, user_id: str, links: Mapping[str, str | None]) -> None:

@@ -15,6 +15,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
 import numpy as np
@@ -22,7 +23,7 @@ from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 from tiermem.embedding.base import Vectors
 from tiermem.errors import StoreError
-from tiermem.stores.base import AccessUpdate, HybridHits, ScoredEntry
+from tiermem.stores.base import AccessUpdate, HybridHits, ScoredEntry, with_recorded_access
 from tiermem.stores.filtering import matches
 from tiermem.stores.lexical_index import LexicalIndex
 from tiermem.stores.naming import collection_name
@@ -35,8 +36,17 @@ DENSE = "dense"
 OVERFETCH = 4  # embedded: unfiltered candidates per wanted hit, checked in Python first
 _PAGE = 512
 _T = TypeVar("_T")
-# What qdrant-client raises for a failed call, locally or over the wire.
-_QDRANT_ERRORS = (UnexpectedResponse, ResponseHandlingException, ValueError, RuntimeError, OSError)
+# What qdrant-client raises for a failed call, locally or over the wire. The embedded client
+# raises KeyError for a point that is not there (set_payload on a just-deleted point).
+_QDRANT_ERRORS = (
+    UnexpectedResponse,
+    ResponseHandlingException,
+    ValueError,
+    RuntimeError,
+    OSError,
+    KeyError,
+)
+_ACCESS_FIELDS = ["user_id", "access_count", "last_accessed"]
 
 
 def _valid_point_id(value: str) -> bool:
@@ -85,7 +95,12 @@ def _owned(user_id: str, point_id: object, payload: dict[str, Any] | None) -> Me
 
 
 class QdrantStore:
-    """Per-user MTM collections in Qdrant (384-d cosine by default)."""
+    """Per-user MTM collections in Qdrant (384-d cosine by default).
+
+    Every call runs under one lock per store (the embedded client is not safe across
+    threads), so a read-modify-write such as ``record_access`` is atomic within the process,
+    for the embedded and the server client alike. Processes sharing a server are not
+    serialised: their access counts can lose increments (see ``MTMStore``)."""
 
     def __init__(self, client: QdrantClient, *, dim: int, prefix: str, server: bool) -> None:
         self._client = client
@@ -168,11 +183,18 @@ class QdrantStore:
             raise StoreError(f"vectors of shape {vectors.shape} for {len(entries)} entries")
         name = self._collection(user_id, create=True)
         assert name is not None
-        points = [
-            models.PointStruct(id=e.id, vector={DENSE: v.tolist()}, payload=entry_to_payload(e))
-            for e, v in zip(entries, vectors, strict=True)
-        ]
-        with self._lock:
+        with self._lock:  # the stored access statistics cannot change before the write
+            stored = self._access_stats(name, user_id, [e.id for e in entries])
+            points = [
+                models.PointStruct(
+                    id=e.id,
+                    vector={DENSE: v.tolist()},
+                    payload=entry_to_payload(
+                        with_recorded_access(e, *stored[e.id]) if e.id in stored else e
+                    ),
+                )
+                for e, v in zip(entries, vectors, strict=True)
+            ]
             self._call("upsert", lambda: self._client.upsert(name, points=points, wait=True))
             index = self._lexical.get(name)
             if index is not None:
@@ -340,9 +362,53 @@ class QdrantStore:
             if (entry := _owned(user_id, p.id, p.payload)) is not None
         ]
 
-    def set_access(self, user_id: str, updates: Mapping[str, AccessUpdate]) -> None:
-        self._set_payloads(
-            user_id,
+    def _access_stats(
+        self, name: str, user_id: str, ids: Sequence[str]
+    ) -> dict[str, tuple[int, datetime | None]]:
+        """(access count, last access) of the points among ``ids`` that exist."""
+        wanted: list[models.ExtendedPointId] = [i for i in ids if _valid_point_id(i)]
+        if not wanted:
+            return {}
+        records = self._call(
+            "retrieve", lambda: self._client.retrieve(name, ids=wanted, with_payload=_ACCESS_FIELDS)
+        )
+        stats: dict[str, tuple[int, datetime | None]] = {}
+        for r in records:
+            payload = r.payload or {}
+            if payload.get("user_id") != user_id:
+                logger.error("point %s in a user's collection belongs to someone else", r.id)
+                continue
+            last = payload.get("last_accessed")
+            stats[str(r.id)] = (
+                int(payload.get("access_count", 0)),
+                datetime.fromisoformat(last) if isinstance(last, str) else None,
+            )
+        return stats
+
+    def record_access(
+        self, user_id: str, ids: Sequence[str], at: datetime
+    ) -> dict[str, AccessUpdate]:
+        with self._lock:  # read, add one, write: no other call of this store in between
+            name = self._collection(user_id, create=False)
+            if name is None:  # the user was forgotten since the search
+                return {}
+            read = self._access_stats(name, user_id, list(dict.fromkeys(ids)))
+            updates = {i: AccessUpdate(n + 1, at) for i, (n, _) in read.items()}
+            try:
+                self._write_access(name, updates)
+            except StoreError:
+                # Only another process can delete a point between the read and the write
+                # (a shared server): drop what is gone, write again what did not land.
+                now = self._access_stats(name, user_id, list(updates))
+                updates = {i: u for i, u in updates.items() if i in now}
+                self._write_access(
+                    name, {i: u for i, u in updates.items() if now[i][0] == read[i][0]}
+                )
+        return updates
+
+    def _write_access(self, name: str, updates: Mapping[str, AccessUpdate]) -> None:
+        self._write_payloads(
+            name,
             {
                 i: {"access_count": u.access_count, "last_accessed": u.last_accessed.isoformat()}
                 for i, u in updates.items()
@@ -354,7 +420,11 @@ class QdrantStore:
 
     def _set_payloads(self, user_id: str, payloads: Mapping[str, dict[str, Any]]) -> None:
         name = self._collection(user_id, create=False)
-        if name is None or not payloads:
+        if name is not None:
+            self._write_payloads(name, payloads)
+
+    def _write_payloads(self, name: str, payloads: Mapping[str, dict[str, Any]]) -> None:
+        if not payloads:
             return
         operations: list[models.UpdateOperation] = [
             models.SetPayloadOperation(set_payload=models.SetPayload(payload=p, points=[i]))

@@ -10,13 +10,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
 
 import numpy as np
 from qdrant_client.local.bm25 import DEFAULT_B, DEFAULT_K1, bm25_scores, document_tokens
 from tiermem.embedding.base import Vectors
 from tiermem.errors import StoreError
 from tiermem.render import index_text
-from tiermem.stores.base import AccessUpdate, HybridHits, ScoredEntry
+from tiermem.stores.base import AccessUpdate, HybridHits, ScoredEntry, with_recorded_access
 from tiermem.stores.filtering import matches
 from tiermem.types import MemoryEntry, SearchFilters
 
@@ -42,7 +43,12 @@ class ReferenceStore:
             vecs = self._vectors.setdefault(user_id, {})
             for entry, vector in zip(entries, vectors, strict=True):
                 norm = float(np.linalg.norm(vector)) or 1.0
-                by_id[entry.id] = entry
+                stored = by_id.get(entry.id)
+                by_id[entry.id] = (
+                    with_recorded_access(entry, stored.access_count, stored.last_accessed)
+                    if stored is not None
+                    else entry
+                )
                 vecs[entry.id] = (vector / norm).astype(np.float32)
 
     def get(self, user_id: str, ids: Sequence[str]) -> list[MemoryEntry]:
@@ -97,16 +103,20 @@ class ReferenceStore:
         ]
         return ranked[:limit]
 
-    def set_access(self, user_id: str, updates: Mapping[str, AccessUpdate]) -> None:
+    def record_access(
+        self, user_id: str, ids: Sequence[str], at: datetime
+    ) -> dict[str, AccessUpdate]:
+        updates: dict[str, AccessUpdate] = {}
         with self._lock:
             by_id = self._entries.get(user_id, {})
-            for entry_id, update in updates.items():
-                if entry_id in by_id:
-                    by_id[entry_id] = replace(
-                        by_id[entry_id],
-                        access_count=update.access_count,
-                        last_accessed=update.last_accessed,
-                    )
+            for entry_id in dict.fromkeys(ids):
+                entry = by_id.get(entry_id)
+                if entry is None:  # deleted since the search found it
+                    continue
+                update = AccessUpdate(entry.access_count + 1, at)
+                by_id[entry_id] = replace(entry, access_count=update.access_count, last_accessed=at)
+                updates[entry_id] = update
+        return updates
 
     def set_superseded(self, user_id: str, links: Mapping[str, str | None]) -> None:
         with self._lock:
