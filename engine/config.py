@@ -113,7 +113,7 @@ class RoleConfig(_Section):
 
 class SLMConfig(_Section):
     """The online small-model roles. With ``backend.kind = "none"`` every role is model-free:
-    the plain query, first-stage order, one verbatim entry per turn."""
+    the plain query, first-stage order, one verbatim entry per turn that is not small talk."""
 
     backend: BackendConfig = BackendConfig()
     controller: RoleConfig = RoleConfig()

@@ -13,6 +13,8 @@ True
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from tiermem.types import Role, Turn
 
@@ -94,6 +96,30 @@ def small_talk_reason(turn: Turn, previous: Turn | None) -> str | None:
     if previous is not None and turn.role is Role.ASSISTANT and _restates(words, previous):
         return "restatement"
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class SmallTalkSplit:
+    """The turns worth extracting from, and the ids of those the rules dropped."""
+
+    kept: tuple[Turn, ...]
+    skipped_turn_ids: tuple[str, ...]
+
+
+def split_small_talk(turns: Sequence[Turn], context: Sequence[Turn]) -> SmallTalkSplit:
+    """Apply ``small_talk_reason`` to each turn, each judged against the turn before it
+    (the last of ``context`` for the first). Every extractor runs this, with or without a
+    model: the dropped turns stay in the journal as the record, they just get no entry."""
+    kept: list[Turn] = []
+    skipped: list[str] = []
+    previous = context[-1] if context else None
+    for turn in turns:
+        if small_talk_reason(turn, previous):
+            skipped.append(turn.turn_id)
+        else:
+            kept.append(turn)
+        previous = turn
+    return SmallTalkSplit(tuple(kept), tuple(skipped))
 
 
 _ACK_WORDS = {

@@ -1,7 +1,8 @@
 """Stage: turn an exchange into candidate MTM entries.
 
 ``TurnExtractor`` is the model-free stage: one entry per user or assistant turn, verbatim with
-its speaker. The SLM writer plugs in through the same ``EntryExtractor`` interface.
+its speaker, after the same small-talk rules the SLM writer applies ("thanks!" is a turn in the
+journal, not a memory). The SLM writer plugs in through the same ``EntryExtractor`` interface.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from tiermem.types import MemoryEntry, MemoryKind, Role, Turn
+from tiermem.smalltalk import split_small_talk
+from tiermem.types import MemoryEntry, MemoryKind, Turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +52,25 @@ class EntryExtractor(Protocol):
         ...
 
 
+def verbatim_candidates(turns: Sequence[Turn]) -> tuple[CandidateEntry, ...]:
+    """One verbatim entry per turn, "Speaker: content", keyed by the turn (re-adding it
+    proposes the same entry id)."""
+    return tuple(
+        CandidateEntry(
+            text=f"{t.speaker}: {t.content}",
+            kind=MemoryKind.TURN,
+            source_turn_ids=(t.turn_id,),
+            event_time=t.timestamp,
+            session_id=t.session_id,
+            stable_key=f"turn:{t.turn_id}",
+        )
+        for t in turns
+    )
+
+
 class TurnExtractor:
-    """One verbatim entry per user or assistant turn; system turns are instructions, not
-    memories, and are skipped."""
+    """One verbatim entry per user or assistant turn that is not small talk; system turns
+    are instructions, not memories. Skipped turns are reported, and stay in the journal."""
 
     name = "turn-v1"
     wants_existing = False
@@ -60,18 +78,5 @@ class TurnExtractor:
     def extract(
         self, turns: Sequence[Turn], context: Sequence[Turn], existing: Sequence[MemoryEntry] = ()
     ) -> Extraction:
-        kept = [t for t in turns if t.role is not Role.SYSTEM]
-        return Extraction(
-            candidates=tuple(
-                CandidateEntry(
-                    text=f"{t.speaker}: {t.content}",
-                    kind=MemoryKind.TURN,
-                    source_turn_ids=(t.turn_id,),
-                    event_time=t.timestamp,
-                    session_id=t.session_id,
-                    stable_key=f"turn:{t.turn_id}",
-                )
-                for t in kept
-            ),
-            skipped_turn_ids=tuple(t.turn_id for t in turns if t.role is Role.SYSTEM),
-        )
+        split = split_small_talk(turns, context)
+        return Extraction(verbatim_candidates(split.kept), split.skipped_turn_ids)

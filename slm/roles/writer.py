@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from datetime import UTC, date, datetime, time
 
 from tiermem.errors import SLMError, SLMOutputInvalid
-from tiermem.pipeline.extract import CandidateEntry, Extraction, TurnExtractor
+from tiermem.pipeline.extract import CandidateEntry, Extraction, verbatim_candidates
 from tiermem.render import human_date, render_memory
 from tiermem.slm.prompts import writer as prompt
 from tiermem.slm.roles.common import Role, RoleRuntime
-from tiermem.smalltalk import small_talk_reason
+from tiermem.smalltalk import split_small_talk
 from tiermem.types import MemoryEntry, MemoryKind, Turn
 
 
@@ -55,15 +55,8 @@ class SLMWriter(Role):
     def extract(
         self, turns: Sequence[Turn], context: Sequence[Turn], existing: Sequence[MemoryEntry]
     ) -> Extraction:
-        kept: list[Turn] = []
-        skipped: list[str] = []
-        previous = context[-1] if context else None
-        for turn in turns:
-            if small_talk_reason(turn, previous):
-                skipped.append(turn.turn_id)
-            else:
-                kept.append(turn)
-            previous = turn
+        split = split_small_talk(turns, context)
+        kept = split.kept
         candidates: list[CandidateEntry] = []
         before = list(context)
         for start in range(0, len(kept), self._max_turns):
@@ -71,9 +64,9 @@ class SLMWriter(Role):
             facts = self._write(chunk, before[-self._context_turns :], existing)
             candidates.extend(facts or [])
             if facts is None or self._keep_turns:  # the verbatim turns: a floor on recall
-                candidates.extend(TurnExtractor().extract(chunk, before).candidates)
+                candidates.extend(verbatim_candidates(chunk))
             before.extend(chunk)
-        return Extraction(tuple(candidates), tuple(skipped))
+        return Extraction(tuple(candidates), split.skipped_turn_ids)
 
     def _write(
         self, chunk: Sequence[Turn], context: Sequence[Turn], existing: Sequence[MemoryEntry]

@@ -26,7 +26,7 @@ EXCHANGE = chat(
     ("user", "I play the oboe."),
     ("assistant", "Since when?"),
     ("user", "Since school, in an orchestra."),
-    ("assistant", "Lovely."),
+    ("assistant", "Which orchestra?"),
 )
 
 

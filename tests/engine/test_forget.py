@@ -29,7 +29,8 @@ def test_forget_user_erases_every_store(make_memory: MemoryFactory, tmp_path: Pa
 
     report = memory.forget_user("carol")
 
-    assert (report.entries, report.turns, report.audit_rows, report.stm_sessions) == (2, 2, 3, 1)
+    # "Noted." is small talk: a turn in the journal (erased too), never an entry
+    assert (report.entries, report.turns, report.audit_rows, report.stm_sessions) == (1, 2, 2, 1)
     assert memory.get_all("carol") == []
     assert memory.search("locker code", "carol") == []
     assert memory.working_memory("carol", "s1") == ()

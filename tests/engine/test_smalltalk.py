@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from tiermem import Memory
 from tiermem.smalltalk import small_talk_reason
 from tiermem.types import Role, Turn
 
-from tests.conftest import T0
+from tests.conftest import T0, chat
 
 
 def _turn(content: str, role: Role = Role.USER) -> Turn:
@@ -68,3 +69,33 @@ def test_a_user_repeating_themselves_is_kept() -> None:
         )
         is None
     )
+
+
+def test_model_free_path_stores_no_memory_for_small_talk(memory: Memory) -> None:
+    """The default (no model) extractor applies the same rules: "Thanks!" is a turn in the
+    journal, never an MTM entry."""
+    result = memory.add(
+        chat(
+            ("user", "I moved to Porto in May."),
+            ("assistant", "Porto, noted."),
+            ("user", "Thanks!"),
+            ("assistant", "You're welcome."),
+        ),
+        user_id="ana",
+    )
+    assert [e.text for e in result.entries] == ["Ana: I moved to Porto in May."]
+    assert result.skipped_turn_ids == tuple(t.turn_id for t in result.turns[1:])
+    assert [e.text for e in memory.get_all("ana")] == ["Ana: I moved to Porto in May."]
+    journal = memory.components.journal.turns("ana", [t.turn_id for t in result.turns])
+    assert len(journal) == 4  # every turn is still the record
+    assert memory.search("thanks", "ana", k=5)[0].entry.text == "Ana: I moved to Porto in May."
+
+
+def test_model_free_path_keeps_content_that_starts_with_thanks(memory: Memory) -> None:
+    result = memory.add(
+        chat(("user", "Thanks, and my new address is 12 Rua Augusta.")), user_id="ana"
+    )
+    assert [e.text for e in result.entries] == [
+        "Ana: Thanks, and my new address is 12 Rua Augusta."
+    ]
+    assert result.skipped_turn_ids == ()
