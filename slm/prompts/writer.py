@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -56,9 +57,37 @@ def schema(turns: int, existing: int) -> dict[str, Any]:
     return base
 
 
+def turn_line(date: str, speaker: str, content: str) -> str:
+    """How a turn is shown to the model: "3 May 2026 · Sam: I adopted a dog"."""
+    return f"{date} · {speaker}: {content}"
+
+
+# What a small model copies from the head of a turn line: "[2] ", "3 May 2026 · ".
+_COPIED_HEAD = re.compile(r"^\s*(?:\[\d+\]\s*)?(?:\d{1,2} [A-Z][a-z]+ \d{4}\s*·\s*)?")
+
+
+def split_label(text: str, speakers: Iterable[str]) -> tuple[str | None, str]:
+    """(the speaker label the model wrote, the rest): a copied line's number and date are
+    dropped, and a leading "Name:" is a label only when Name is one of ``speakers`` (or
+    "user"/"assistant"), compared case-insensitively.
+
+    >>> split_label("3 May 2026 · Sam: I adopted a dog", ["Sam", "Assistant"])
+    ('Sam', 'I adopted a dog')
+    >>> split_label("Note: Sam adopted a dog", ["Sam"])
+    (None, 'Note: Sam adopted a dog')
+    """
+    head = _COPIED_HEAD.match(text)
+    rest = text[head.end() if head else 0 :]
+    names = {s.casefold() for s in speakers} | {"user", "assistant"}
+    name, colon, said = rest.partition(":")
+    if colon and name.strip().casefold() in names:
+        return name.strip(), said.strip()
+    return None, rest.strip()
+
+
 @dataclass(frozen=True, slots=True)
 class WriterInput:
-    turns: Sequence[str]  # "date · Speaker: text", numbered by the prompt
+    turns: Sequence[str]  # turn_line(...) each, numbered by the prompt
     context: Sequence[str]  # earlier turns of the session, unnumbered
     existing: Sequence[str]  # "[date] text" of related memories already stored
 

@@ -6,6 +6,15 @@ user's related memories so the model can mark an update (``replaces``). With ``k
 (the default) the turns are also kept verbatim beside the writer's entries: a small writer's
 entries are lossy, and the verbatim turns are the floor on what retrieval can find.
 
+Two guards on what the model wrote, each counted in the meter's writer events:
+
+- ``speaker_fixed``: who said it comes from the cited turns, never from the model's text. A
+  speaker label the model wrote ("Maya: ...") is replaced by the cited turns' speakers, and an
+  entry citing only assistant turns is labelled as the assistant's.
+- ``restated_dropped``: an entry that restates its own source turn is dropped (``restates``):
+  the verbatim turn already says it. Without ``keep_turns`` the turn itself is stored instead,
+  so what was said stays findable.
+
 Fallback (counted): on invalid output, timeout or an unreachable backend, the chunk's turns
 are stored verbatim, one entry per turn, so nothing said is lost.
 """
@@ -13,7 +22,10 @@ are stored verbatim, one entry per turn, so nothing said is lost.
 from __future__ import annotations
 
 import hashlib
+import re
+import unicodedata
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 
 from tiermem.errors import SLMError, SLMOutputInvalid
@@ -23,6 +35,52 @@ from tiermem.slm.prompts import writer as prompt
 from tiermem.slm.roles.common import Role, RoleRuntime
 from tiermem.smalltalk import split_small_talk
 from tiermem.types import MemoryEntry, MemoryKind, Turn
+from tiermem.types import Role as Speaker
+
+# A copy with a word or two dropped or changed is still a copy; a rewrite into the third
+# person changes the pronouns and verbs of a short turn, which puts it well below this.
+RESTATED_JACCARD = 0.9
+_TOKEN = re.compile(r"\w+")
+
+
+def _tokens(text: str) -> list[str]:
+    return _TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
+
+
+def _contains(words: Sequence[str], run: Sequence[str]) -> bool:
+    n = len(run)
+    return any(words[i : i + n] == run for i in range(len(words) - n + 1))
+
+
+def restates(text: str, turns: Sequence[str]) -> bool:
+    """Whether ``text`` only repeats ``turns`` (the contents of its source turns) in their own
+    words. Compared on case-folded word tokens, punctuation ignored: its words in order are
+    a run of a turn's words (the whole turn, or an excerpt that is no more self-contained than
+    the turn), or its word set is near-identical to a turn's (Jaccard >= ``RESTATED_JACCARD``:
+    a copy with a word dropped). Several turns are also compared as one text.
+
+    >>> restates("I run in the mornings", ["I run in the mornings before work."])
+    True
+    >>> restates("Maya runs in the mornings", ["I run in the mornings before work."])
+    False
+    """
+    mine = _tokens(text)
+    if not mine:
+        return True
+    for turn in [*turns, " ".join(turns)] if len(turns) > 1 else turns:
+        theirs = _tokens(turn)
+        if _contains(theirs, mine):
+            return True
+        union = set(mine) | set(theirs)
+        if len(set(mine) & set(theirs)) >= RESTATED_JACCARD * len(union):
+            return True
+    return False
+
+
+def speaker_label(sources: Sequence[Turn]) -> str:
+    """The speakers of ``sources`` in order of first appearance: "Maya and Assistant"."""
+    names = list(dict.fromkeys(t.speaker for t in sources))
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _event_time(value: str, sources: Sequence[Turn]) -> datetime:
@@ -33,6 +91,14 @@ def _event_time(value: str, sources: Sequence[Turn]) -> datetime:
     except ValueError:
         pass
     return max(t.timestamp for t in sources)
+
+
+@dataclass(slots=True)
+class _Written:
+    """What the writer kept of one chunk, and the turns whose copies it dropped."""
+
+    entries: list[CandidateEntry] = field(default_factory=list)
+    restated: set[str] = field(default_factory=set)
 
 
 class SLMWriter(Role):
@@ -61,20 +127,25 @@ class SLMWriter(Role):
         before = list(context)
         for start in range(0, len(kept), self._max_turns):
             chunk = kept[start : start + self._max_turns]
-            facts = self._write(chunk, before[-self._context_turns :], existing)
-            candidates.extend(facts or [])
-            if facts is None or self._keep_turns:  # the verbatim turns: a floor on recall
+            written = self._write(chunk, before[-self._context_turns :], existing)
+            if written is not None:
+                candidates.extend(written.entries)
+            if written is None or self._keep_turns:  # the verbatim turns: a floor on recall
                 candidates.extend(verbatim_candidates(chunk))
+            else:  # a dropped copy leaves the turn it copied
+                candidates.extend(
+                    verbatim_candidates([t for t in chunk if t.turn_id in written.restated])
+                )
             before.extend(chunk)
         return Extraction(tuple(candidates), split.skipped_turn_ids)
 
     def _write(
         self, chunk: Sequence[Turn], context: Sequence[Turn], existing: Sequence[MemoryEntry]
-    ) -> list[CandidateEntry] | None:
+    ) -> _Written | None:
         """The writer's entries for ``chunk``, or ``None`` when the model failed (counted)."""
         shown = list(existing[: prompt.MAX_ENTRIES + 3])
         inp = prompt.WriterInput(
-            turns=[f"{human_date(t.timestamp)} · {t.speaker}: {t.content}" for t in chunk],
+            turns=[prompt.turn_line(human_date(t.timestamp), t.speaker, t.content) for t in chunk],
             context=[f"{t.speaker}: {t.content}" for t in context],
             existing=[render_memory(e) for e in shown],
         )
@@ -85,23 +156,46 @@ class SLMWriter(Role):
         except SLMError as exc:
             self._rt.fallback(prompt.SPEC.name, exc, "verbatim turns")
             return None
-        try:
-            return [self._candidate(e, chunk, shown) for e in output.entries if e.text.strip()]
-        except SLMOutputInvalid as exc:  # parsed, but named unknown turns
-            self._rt.fallback(prompt.SPEC.name, exc, "verbatim turns", parsed=True)
-            return None
-
-    def _candidate(
-        self, entry: prompt.WrittenEntry, chunk: Sequence[Turn], shown: Sequence[MemoryEntry]
-    ) -> CandidateEntry:
-        if any(not 1 <= n <= len(chunk) for n in entry.turns) or entry.replaces > len(shown):
-            raise SLMOutputInvalid(
+        entries = [e for e in output.entries if e.text.strip()]
+        bad = [e for e in entries if any(not 1 <= n <= len(chunk) for n in e.turns)]
+        bad += [e for e in entries if e.replaces > len(shown)]
+        if bad:  # parsed, but named turns or memories that were not shown
+            invalid = SLMOutputInvalid(
                 prompt.SPEC.name,
-                f"turns={entry.turns} replaces={entry.replaces}",
+                f"turns={bad[0].turns} replaces={bad[0].replaces}",
                 "numbers out of range",
             )
-        sources = [chunk[n - 1] for n in sorted(set(entry.turns))]
-        text = entry.text.strip()
+            self._rt.fallback(prompt.SPEC.name, invalid, "verbatim turns", parsed=True)
+            return None
+        speakers = {t.speaker for t in [*chunk, *context]}
+        written = _Written()
+        for e in entries:
+            sources = [chunk[n - 1] for n in sorted(set(e.turns))]
+            candidate = self._candidate(e, sources, shown, speakers)
+            if candidate is None:
+                written.restated.update(t.turn_id for t in sources)
+            else:
+                written.entries.append(candidate)
+        return written
+
+    def _candidate(
+        self,
+        entry: prompt.WrittenEntry,
+        sources: Sequence[Turn],
+        shown: Sequence[MemoryEntry],
+        speakers: set[str],
+    ) -> CandidateEntry | None:
+        """The entry with its speaker taken from ``sources``, or ``None`` (counted) when it
+        only restates them."""
+        written_label, said = prompt.split_label(entry.text, speakers)
+        if restates(said, [t.content for t in sources]):
+            self._rt.meter.record_event(prompt.SPEC.name, "restated_dropped")
+            return None
+        only_assistant = all(t.role is Speaker.ASSISTANT for t in sources)
+        label = speaker_label(sources) if written_label is not None or only_assistant else None
+        if (written_label or "").casefold() != (label or "").casefold():
+            self._rt.meter.record_event(prompt.SPEC.name, "speaker_fixed")
+        text = f"{label}: {said}" if label else said
         key = hashlib.blake2b(
             f"{[t.turn_id for t in sources]}\x1f{text}".encode(), digest_size=12
         ).hexdigest()

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from tiermem import AuditOp, ManualClock, Memory, SearchFilters
 from tiermem.errors import SLMTimeout
+from tiermem.slm.roles.writer import restates
 from tiermem.types import MemoryKind
 
 from tests.conftest import T0, chat
@@ -348,3 +349,131 @@ def test_verbatim_turns_are_kept_beside_the_writers_entries_by_default(
     fact = next(e for e in result.entries if e.kind is MemoryKind.FACT)
     turns = {e.source_turn_ids[0] for e in result.entries if e.kind is MemoryKind.TURN}
     assert set(fact.source_turn_ids) == turns
+
+
+def _events(memory: Memory) -> dict[str, int]:
+    return memory.meter.snapshot()["writer"]["events"]  # type: ignore[return-value]
+
+
+def test_an_entry_citing_the_assistant_is_the_assistants_whatever_the_model_wrote(
+    writer_memory: Memory, script: Script
+) -> None:
+    """Seen on qwen0.5b: "Maya: Got it, Maya: vegetarian recipes only." was the assistant's
+    line. The label comes from the cited turns' speakers, never from the model's text."""
+    script.queue(
+        "writer",
+        {
+            "entries": [
+                entry("Ana: vegetarian recipes only, lentil curry tonight.", 2),
+                entry("Assistant: Ana has eaten no meat since 2019.", 1),
+                entry("Ana has been vegetarian since 2019.", 1),
+                entry("Lentil curry is on the menu for tonight.", 2),
+            ]
+        },
+    )
+    result = writer_memory.add(
+        chat(
+            ("user", "I've been vegetarian since 2019."),
+            ("assistant", "Got it: vegetarian recipes only. I'll suggest a lentil curry tonight."),
+        ),
+        user_id="ana",
+    )
+    assert [e.text for e in result.entries] == [
+        "Assistant: vegetarian recipes only, lentil curry tonight.",
+        "Ana: Ana has eaten no meat since 2019.",
+        "Ana has been vegetarian since 2019.",  # no label written, a user turn: as written
+        "Assistant: Lentil curry is on the menu for tonight.",
+    ]
+    assert _events(writer_memory) == {"speaker_fixed": 3}
+
+
+def test_a_label_over_turns_of_two_speakers_names_both(
+    writer_memory: Memory, script: Script
+) -> None:
+    script.queue("writer", {"entries": [entry("Ana: the 07:25 flight to Lisbon is booked.", 1, 2)]})
+    result = writer_memory.add(
+        chat(("user", "Which flight did I book?"), ("assistant", "TP1351 to Lisbon, 07:25.")),
+        user_id="ana",
+    )
+    assert [e.text for e in result.entries] == [
+        "Ana and Assistant: the 07:25 flight to Lisbon is booked."
+    ]
+    assert _events(writer_memory) == {"speaker_fixed": 1}
+
+
+def test_an_entry_that_restates_its_turn_is_dropped_and_counted(
+    make_slm_memory: Callable[..., Memory], script: Script
+) -> None:
+    """The verbatim turn is stored beside the writer's entries: a copy of it adds nothing."""
+    memory = make_slm_memory(controller={"enabled": False}, selector={"enabled": False})
+    script.queue(
+        "writer",
+        {
+            "entries": [
+                entry("Ana: I run in the mornings before work.", 1),  # the turn, labelled
+                entry("2 March 2026 · Ana: I run in the mornings, before work!", 1),  # the line
+                entry("Morning runs it is", 2),  # an excerpt of the assistant's turn
+                entry("Ana runs in the mornings before work.", 1),  # a rewrite: kept
+            ]
+        },
+    )
+    result = memory.add(
+        chat(
+            ("user", "I run in the mornings before work."),
+            ("assistant", "Great goal. Morning runs it is; we can plan your build-up."),
+        ),
+        user_id="ana",
+    )
+    assert sorted(e.text for e in result.entries) == [
+        "Ana runs in the mornings before work.",
+        "Ana: I run in the mornings before work.",
+        "Assistant: Great goal. Morning runs it is; we can plan your build-up.",
+    ]
+    assert [e.kind for e in result.entries].count(MemoryKind.TURN) == 2
+    assert _events(memory) == {"restated_dropped": 3}
+
+
+def test_without_verbatim_turns_a_restatement_leaves_its_turn_instead(
+    writer_memory: Memory, script: Script
+) -> None:
+    """With ``writer_keep_turns`` off the dropped copy is replaced by the turn itself, so what
+    was said stays searchable, once, under its real speaker."""
+    script.queue(
+        "writer",
+        {
+            "entries": [
+                entry("Assistant: I play the cello in a quartet.", 1),
+                entry("Ana: I play the cello in a quartet", 1),
+                entry("Ana rehearses with the quartet on Sundays.", 2),
+            ]
+        },
+    )
+    result = writer_memory.add(
+        chat(("user", "I play the cello in a quartet."), ("user", "We rehearse on Sundays.")),
+        user_id="ana",
+    )
+    assert [(e.kind, e.text) for e in result.entries] == [
+        (MemoryKind.FACT, "Ana rehearses with the quartet on Sundays."),
+        (MemoryKind.TURN, "Ana: I play the cello in a quartet."),
+    ]
+    assert _events(writer_memory) == {"restated_dropped": 2}
+    assert "cello" in writer_memory.search("cello", "ana", k=1)[0].entry.text
+
+
+@pytest.mark.parametrize(
+    ("text", "turn", "restated"),
+    [
+        ("I'm vegetarian.", "Hi! I'm Maya. I'm vegetarian, so keep recipes meat-free.", True),
+        (
+            "I'm staying six nights at Casa Alfama guesthouse, room 4, close to my sister's bakery",
+            "I'm staying six nights at the Casa Alfama guesthouse, room 4, close to my "
+            "sister's bakery.",
+            True,
+        ),
+        ("Maya is vegetarian.", "Hi! I'm Maya. I'm vegetarian, so keep recipes meat-free.", False),
+        ("Maya runs in the mornings.", "I run in the mornings.", False),
+        ("Maya's flight TP1351 leaves at 07:25.", "TP1351, 07:25", False),
+    ],
+)
+def test_what_counts_as_a_restatement(text: str, turn: str, restated: bool) -> None:
+    assert restates(text, [turn]) is restated
