@@ -9,6 +9,7 @@ from tiermem.components import Components
 from tiermem.config import TiermemConfig
 from tiermem.offline.consolidate import ConsolidationJob, ConsolidationReport
 from tiermem.offline.scheduler import ConsolidationScheduler
+from tiermem.slm.registry import CONSOLIDATION
 from tiermem.slm.roles.common import RoleRuntime
 
 
@@ -35,7 +36,11 @@ def start_consolidation(
         raise ValueError("consolidation needs the LTM and the backend pool")
     cfg = config.ltm.consolidation
     runtime = RoleRuntime(
-        components.pool.get(cfg.backend), components.meter, cfg.timeout_s, 0.0, cfg.max_tokens
+        components.pool.get(cfg.backend, owner=CONSOLIDATION),
+        components.meter,
+        cfg.timeout_s,
+        0.0,
+        cfg.max_tokens,
     )
     job = ConsolidationJob(components, components.ltm, runtime, cfg, write_lock)
     scheduler = ConsolidationScheduler(

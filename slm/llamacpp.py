@@ -2,9 +2,11 @@
 
 The output is constrained by a grammar built from the task's JSON schema; if the schema
 cannot become a grammar the call fails loudly instead of silently decoding free JSON. Time
-budgets are enforced by streaming and stopping at the deadline. A model file is loaded once
-per process and shared; calls to one model are serialised (a llama context is not
-thread-safe).
+budgets are enforced by streaming and stopping at the deadline. A context is loaded once per
+process for each (model file, n_ctx, n_threads, pool) and shared; calls to one context are
+serialised (a llama context is not thread-safe). The pool names its owner: the online roles
+and the offline consolidation each get their own context on the same file (the weights are
+memory-mapped, so the OS shares them), and ``add()`` never waits behind a consolidation call.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from typing import Any
 from tiermem.errors import ConfigError, SLMTimeout, SLMUnavailable
 from tiermem.slm.base import SLMRequest, SLMResponse
 
-_MODELS: dict[tuple[str, int], tuple[Any, threading.Lock]] = {}
+ONLINE_POOL = "online"
+_MODELS: dict[tuple[str, int, int | None, str], tuple[Any, threading.Lock]] = {}
 _LOAD_LOCK = threading.Lock()
 _GRAMMARS: dict[str, Any] = {}
 
@@ -60,8 +63,12 @@ def check_build() -> None:
     _BUILD_CHECKED.append(True)
 
 
-def load_llama(path: Path, n_ctx: int, n_threads: int | None) -> tuple[Any, threading.Lock]:
-    key = (str(path), n_ctx)
+def load_llama(
+    path: Path, n_ctx: int, n_threads: int | None, pool: str = ONLINE_POOL
+) -> tuple[Any, threading.Lock]:
+    """The context for ``path`` with these settings in ``pool``, loaded on first use, and
+    the lock that serialises calls to it."""
+    key = (str(path), n_ctx, n_threads, pool)
     with _LOAD_LOCK:
         if key not in _MODELS:
             if not path.is_file():
@@ -152,18 +159,24 @@ class LlamaCppBackend:
     name = "llamacpp"
 
     def __init__(
-        self, model_path: Path, *, n_ctx: int = 4096, n_threads: int | None = None
+        self,
+        model_path: Path,
+        *,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        pool: str = ONLINE_POOL,
     ) -> None:
         self._path = model_path
         self._n_ctx = n_ctx
         self._n_threads = n_threads or max(1, (os.cpu_count() or 2))
+        self._pool = pool
 
     @property
     def model(self) -> str:
         return self._path.name
 
     def complete(self, request: SLMRequest) -> SLMResponse:
-        llama, lock = load_llama(self._path, self._n_ctx, self._n_threads)
+        llama, lock = load_llama(self._path, self._n_ctx, self._n_threads, self._pool)
         grammar = grammar_for(dict(request.json_schema))
         messages = [{"role": m.role, "content": m.content} for m in request.messages]
         deadline = time.monotonic() + request.timeout_s
@@ -195,4 +208,4 @@ class LlamaCppBackend:
         return SLMResponse("".join(pieces), prompt_tokens, completion_tokens, self.model, finish)
 
     def close(self) -> None:
-        return None  # models are shared per process
+        return None  # contexts are shared per process and pool

@@ -11,15 +11,22 @@ from tiermem.slm.base import SLMBackend
 from tiermem.slm.meter import Meter
 from tiermem.slm.roles.common import RoleRuntime
 
+ONLINE = "online"  # the online roles: controller, selector, writer, generator
+CONSOLIDATION = "consolidation"  # the offline job
 
-def build_backend(config: BackendConfig, models_dir: Path) -> SLMBackend:
-    """The backend ``config.kind`` names (``none`` has no backend and is refused here)."""
+
+def build_backend(config: BackendConfig, models_dir: Path, owner: str = ONLINE) -> SLMBackend:
+    """The backend ``config.kind`` names (``none`` has no backend and is refused here).
+    ``owner`` picks the in-process model context a ``llamacpp`` backend uses."""
     if config.kind == "llamacpp":
         from tiermem.slm.llamacpp import LlamaCppBackend
         from tiermem.slm.models import resolve_model
 
         return LlamaCppBackend(
-            resolve_model(config.model, models_dir), n_ctx=config.n_ctx, n_threads=config.n_threads
+            resolve_model(config.model, models_dir),
+            n_ctx=config.n_ctx,
+            n_threads=config.n_threads,
+            pool=owner,
         )
     if config.kind == "ollama":
         from tiermem.slm.ollama_backend import OllamaBackend
@@ -54,10 +61,13 @@ class BackendPool:
         self._models_dir = models_dir.expanduser()
         self._built: dict[str, SLMBackend] = {}
 
-    def get(self, config: BackendConfig) -> SLMBackend:
-        key = config.model_dump_json()
+    def get(self, config: BackendConfig, owner: str = ONLINE) -> SLMBackend:
+        """The backend for ``config``. An in-process model context answers one call at a time,
+        so each owner gets its own and the online roles never wait behind a consolidation
+        call; the other kinds are clients of a server (or the scripted fake), shared by all."""
+        key = f"{owner if config.kind == 'llamacpp' else ''}\x1f{config.model_dump_json()}"
         if key not in self._built:
-            self._built[key] = build_backend(config, self._models_dir)
+            self._built[key] = build_backend(config, self._models_dir, owner)
         return self._built[key]
 
     def close(self) -> None:
