@@ -6,6 +6,27 @@ boundary with ``raise ... from`` so callers never have to catch a Qdrant or torc
 
 from __future__ import annotations
 
+SHOWN_CHARS = 60
+
+
+def shown(value: object, limit: int = SHOWN_CHARS) -> str:
+    """``value`` as an error message shows it: its repr, cut to about ``limit`` characters
+    with the full length said, so a 10 MB id never becomes a 10 MB message.
+
+    >>> shown("ana")
+    "'ana'"
+    >>> shown("x" * 100, limit=5)
+    "'xxxxx'... (100 characters)"
+    """
+    if isinstance(value, str | bytes) and len(value) > limit:
+        unit = "characters" if isinstance(value, str) else "bytes"
+        return f"{value[:limit]!r}... ({len(value)} {unit})"
+    try:
+        text = repr(value)
+    except ValueError:  # an int past sys.get_int_max_str_digits()
+        return f"<{type(value).__name__} too large to show>"
+    return text if len(text) <= limit else f"{text[:limit]}... ({type(value).__name__})"
+
 
 class TiermemError(Exception):
     """Root of every error raised by tiermem."""
@@ -21,7 +42,7 @@ class InvalidUserIdError(InvalidInputError):
     def __init__(self, user_id: object, reason: str) -> None:
         self.user_id = user_id
         self.reason = reason
-        super().__init__(f"invalid user id {user_id!r}: {reason}")
+        super().__init__(f"invalid user id {shown(user_id)}: {reason}")
 
 
 class InvalidSessionIdError(InvalidInputError):
@@ -30,7 +51,7 @@ class InvalidSessionIdError(InvalidInputError):
     def __init__(self, session_id: object, reason: str) -> None:
         self.session_id = session_id
         self.reason = reason
-        super().__init__(f"invalid session id {session_id!r}: {reason}")
+        super().__init__(f"invalid session id {shown(session_id)}: {reason}")
 
 
 class EmptyMessagesError(InvalidInputError):
@@ -51,7 +72,7 @@ class UnknownRoleError(InvalidMessageError):
 
     def __init__(self, index: int, role: object) -> None:
         self.role = role
-        super().__init__(index, f"unknown role {role!r} (expected user, assistant or system)")
+        super().__init__(index, f"unknown role {shown(role)} (expected user, assistant or system)")
 
 
 class NaiveTimestampError(InvalidMessageError):
@@ -59,7 +80,7 @@ class NaiveTimestampError(InvalidMessageError):
 
     def __init__(self, index: int, value: object) -> None:
         self.value = value
-        super().__init__(index, f"timestamp {value!r} has no time zone")
+        super().__init__(index, f"timestamp {shown(value)} has no time zone")
 
 
 class InvalidLimitError(InvalidInputError):
@@ -68,7 +89,7 @@ class InvalidLimitError(InvalidInputError):
     def __init__(self, name: str, value: object) -> None:
         self.name = name
         self.value = value
-        super().__init__(f"{name} must be a positive integer, got {value!r}")
+        super().__init__(f"{name} must be a positive integer, got {shown(value)}")
 
 
 class InvalidQueryError(InvalidInputError):
@@ -82,13 +103,23 @@ class InvalidFilterError(InvalidInputError):
 class MemoryNotFoundError(TiermemError, KeyError):
     """No memory with this id exists for this user."""
 
-    def __init__(self, memory_id: str, user_id: str) -> None:
+    def __init__(self, memory_id: str, user_id: str, message: str | None = None) -> None:
         self.memory_id = memory_id
         self.user_id = user_id
-        super().__init__(f"no memory {memory_id!r} for this user")
+        super().__init__(message or f"no memory {shown(memory_id)} for this user")
 
     def __str__(self) -> str:  # KeyError would quote the whole message
         return str(self.args[0])
+
+
+class InvalidMemoryIdError(MemoryNotFoundError, InvalidInputError):
+    """The memory id cannot name any memory (not a string, empty, too long, a lone
+    surrogate). Still a ``MemoryNotFoundError``: no memory has this id."""
+
+    def __init__(self, memory_id: object, user_id: str, reason: str) -> None:
+        self.reason = reason
+        text = memory_id if isinstance(memory_id, str) else shown(memory_id)
+        super().__init__(text, user_id, f"invalid memory id {shown(memory_id)}: {reason}")
 
 
 class ConfigError(TiermemError):

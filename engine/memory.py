@@ -40,6 +40,8 @@ from tiermem.validation import (
     normalize_messages,
     validate_filters,
     validate_k,
+    validate_memory_id,
+    validate_memory_text,
     validate_session_id,
     validate_text,
     validate_user_id,
@@ -178,7 +180,7 @@ class Memory:
         """Replace an entry's text (re-embedded); the old text stays in its history."""
         self._check_open()
         uid = validate_user_id(user_id)
-        new_text = validate_text(text, "memory text")
+        new_text = validate_memory_text(text)
         with self._write_lock:
             return run_update(self._c, self._get(memory_id, uid), new_text)
 
@@ -276,8 +278,7 @@ class Memory:
         return self._get(memory_id, validate_user_id(user_id))
 
     def _get(self, memory_id: str, user_id: str) -> MemoryEntry:
-        if not isinstance(memory_id, str) or not memory_id:
-            raise MemoryNotFoundError(str(memory_id), user_id)
+        memory_id = validate_memory_id(memory_id, user_id)
         found = self._c.store.get(user_id, [memory_id])
         if not found:
             raise MemoryNotFoundError(memory_id, user_id)
@@ -293,17 +294,17 @@ class Memory:
         """Every change to this entry, oldest first (also after it was deleted)."""
         self._check_open()
         uid = validate_user_id(user_id)
-        events = self._c.journal.history(uid, str(memory_id))
+        mid = validate_memory_id(memory_id, uid)
+        events = self._c.journal.history(uid, mid)
         if not events:
-            raise MemoryNotFoundError(str(memory_id), uid)
+            raise MemoryNotFoundError(mid, uid)
         return events
 
     def knowledge_history(self, item_id: str) -> list[LTMAuditEvent]:
         """Every change to one LTM item (an ``ltm:`` hit id or a graph id), oldest first:
         inserted, supported, updated, pruned, withdrawn by an erasure."""
         self._check_open()
-        if not isinstance(item_id, str) or not item_id:
-            raise MemoryNotFoundError(str(item_id), "ltm")
+        item_id = validate_memory_id(item_id, "ltm")
         events = self._c.journal.ltm_history(item_id.removeprefix("ltm:"))
         if not events:
             raise MemoryNotFoundError(item_id, "ltm")

@@ -4,6 +4,7 @@ before anything is stored."""
 from __future__ import annotations
 
 import hashlib
+import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -14,55 +15,116 @@ from tiermem.errors import (
     EmptyMessagesError,
     InvalidFilterError,
     InvalidLimitError,
+    InvalidMemoryIdError,
     InvalidMessageError,
     InvalidQueryError,
     InvalidSessionIdError,
     InvalidUserIdError,
     NaiveTimestampError,
     UnknownRoleError,
+    shown,
 )
 from tiermem.types import MemoryKind, Message, Role, SearchFilters, Turn
 
 MAX_ID_LENGTH = 128
 MAX_CONTENT_CHARS = 32_000
+MAX_MEMORY_TEXT_CHARS = MAX_CONTENT_CHARS  # update() takes what add() takes
 MAX_QUERY_CHARS = 4_000
 DEFAULT_SESSION = "default"
 
 MessageLike = str | Message | Mapping[str, Any]
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# Unicode's Default_Ignorable_Code_Point set (DerivedCoreProperties.txt): characters that
+# render as nothing (zero-width spaces and joiners, BOM, bidi marks, fillers, variation
+# selectors, tags). Text made only of these and whitespace is blank.
+_BLANK = re.compile(
+    "[\\s\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]*"
+)
+# Control, format, surrogate, private-use and unassigned (C*), line and paragraph
+# separators (Zl, Zp): none of them belongs in an identifier.
+_BAD_ID_CATEGORIES = ("C", "Zl", "Zp")
+SURROGATE_PROBLEM = "must not hold a lone surrogate (U+D800..U+DFFF cannot be stored as UTF-8)"
+
+
+def has_lone_surrogate(text: str) -> bool:
+    """True when ``text`` holds a surrogate code point, which no UTF-8 store can encode."""
+    return _LONE_SURROGATE.search(text) is not None
+
+
+def is_blank(text: str) -> bool:
+    """True when ``text`` shows nothing: only whitespace and zero-width characters.
+
+    >>> is_blank(" \u200b\ufeff "), is_blank("\u200bhi")
+    (True, False)
+    """
+    return _BLANK.fullmatch(text) is not None
+
 
 def _identifier_problem(value: object) -> str | None:
     if not isinstance(value, str):
         return f"must be a string, got {type(value).__name__}"
+    if len(value) > MAX_ID_LENGTH:
+        return f"must be at most {MAX_ID_LENGTH} characters"
+    if has_lone_surrogate(value):
+        return SURROGATE_PROBLEM
     if not value.strip():
         return "must not be empty or blank"
     if value != value.strip():
         return "must not start or end with whitespace"
-    if len(value) > MAX_ID_LENGTH:
-        return f"must be at most {MAX_ID_LENGTH} characters"
-    if any(unicodedata.category(ch).startswith("C") for ch in value):
-        return "must not contain control or unassigned characters"
+    for ch in value:
+        if unicodedata.category(ch).startswith(_BAD_ID_CATEGORIES):
+            return (
+                "must not contain control, format, line-separator or unassigned characters"
+                f" (found U+{ord(ch):04X})"
+            )
     return None
 
 
+def _nfc_identifier(value: object) -> tuple[str | None, str | None]:
+    """``(the NFC form, None)`` of a usable identifier, else ``(None, the problem)``."""
+    if isinstance(value, str) and len(value) <= 4 * MAX_ID_LENGTH:
+        # checked after NFC, so "José" is the same id whether composed or not; a longer
+        # value (NFC composes at most 4 code points into 1) is refused as it stands
+        value = unicodedata.normalize("NFC", value)
+    problem = _identifier_problem(value)
+    return (value, None) if problem is None and isinstance(value, str) else (None, problem)
+
+
 def validate_user_id(user_id: object) -> str:
-    """Return ``user_id`` if it is a usable identifier, else raise ``InvalidUserIdError``."""
-    problem = _identifier_problem(user_id)
-    if problem is not None:
-        raise InvalidUserIdError(user_id, problem)
-    assert isinstance(user_id, str)
-    return user_id
+    """Return ``user_id`` in Unicode NFC if it is a usable identifier, else raise
+    ``InvalidUserIdError``. NFC makes a composed and a decomposed "José" one user.
+
+    >>> validate_user_id("Jose\u0301") == "Jos\u00e9"
+    True
+    """
+    normal, problem = _nfc_identifier(user_id)
+    if normal is None:
+        raise InvalidUserIdError(user_id, problem or "is not usable")
+    return normal
 
 
 def validate_session_id(session_id: object) -> str:
-    """Return the session id (``"default"`` for ``None``) or raise ``InvalidSessionIdError``."""
+    """Return the session id in NFC (``"default"`` for ``None``) or raise
+    ``InvalidSessionIdError``."""
     if session_id is None:
         return DEFAULT_SESSION
-    problem = _identifier_problem(session_id)
+    normal, problem = _nfc_identifier(session_id)
+    if normal is None:
+        raise InvalidSessionIdError(session_id, problem or "is not usable")
+    return normal
+
+
+def validate_memory_id(memory_id: object, user_id: str) -> str:
+    """A memory id as given, or ``InvalidMemoryIdError`` (a ``MemoryNotFoundError``) when no
+    memory could have it. Ids are never normalised: tiermem makes them, all ASCII."""
+    problem = _identifier_problem(memory_id)
     if problem is not None:
-        raise InvalidSessionIdError(session_id, problem)
-    assert isinstance(session_id, str)
-    return session_id
+        raise InvalidMemoryIdError(memory_id, user_id, problem)
+    assert isinstance(memory_id, str)
+    return memory_id
 
 
 def validate_k(k: object, name: str = "k") -> int:
@@ -73,37 +135,92 @@ def validate_k(k: object, name: str = "k") -> int:
 
 
 def validate_text(text: object, what: str = "query", limit: int = MAX_QUERY_CHARS) -> str:
-    """A query or memory text: a non-blank string of bounded length."""
-    if not isinstance(text, str) or not text.strip():
-        raise InvalidQueryError(f"{what} must be a non-empty string")
+    """A query or memory text: a string of bounded length that shows something."""
+    if not isinstance(text, str):
+        raise InvalidQueryError(f"{what} must be a non-empty string, got {type(text).__name__}")
     if len(text) > limit:
         raise InvalidQueryError(f"{what} is {len(text)} characters; the limit is {limit}")
+    if has_lone_surrogate(text):
+        raise InvalidQueryError(f"{what} {SURROGATE_PROBLEM}")
+    if is_blank(text):
+        raise InvalidQueryError(f"{what} must not be empty, blank or only zero-width characters")
     return text.strip()
 
 
+def validate_memory_text(text: object) -> str:
+    """The new text of ``update()``: the same rules and limit as a message's content."""
+    return validate_text(text, "memory text", MAX_MEMORY_TEXT_CHARS)
+
+
+NO_TIME_ZONE = "has no time zone"
+
+
+def _to_utc(value: datetime) -> datetime | str:
+    """``value`` as the same instant in UTC, or why there is none (a string)."""
+    try:
+        offset = value.utcoffset()
+    except (ValueError, TypeError):  # a tzinfo whose offset is over a day, or not a timedelta
+        return "has a time zone whose UTC offset is invalid"
+    if offset is None:  # no tzinfo, or one that does not know its offset
+        return NO_TIME_ZONE
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # datetime(1, 1, 1, tzinfo=UTC+14) is in year 0 in UTC
+        return "has no UTC equivalent within years 1 to 9999"
+
+
+def _filter_bound(name: str, value: object) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise InvalidFilterError(
+            f"filters.{name} must be a timezone-aware datetime, got {type(value).__name__}"
+        )
+    utc = _to_utc(value)
+    if isinstance(utc, str):
+        raise InvalidFilterError(f"filters.{name} {shown(value)} {utc}")
+    return utc
+
+
+def _filter_kinds(kinds: object) -> tuple[MemoryKind, ...]:
+    if isinstance(kinds, str | bytes) or not isinstance(kinds, Iterable):
+        raise InvalidFilterError(
+            f"filters.kinds must be a tuple of MemoryKind, got {type(kinds).__name__}"
+        )
+    out: dict[MemoryKind, None] = {}
+    for kind in kinds:
+        try:
+            out[MemoryKind(kind)] = None
+        except (ValueError, TypeError):
+            known = ", ".join(k.value for k in MemoryKind)
+            raise InvalidFilterError(
+                f"filters.kinds holds {shown(kind)}, which is not a kind ({known})"
+            ) from None
+    return tuple(out)
+
+
 def validate_filters(filters: SearchFilters | None) -> SearchFilters:
-    """Check that a filter's times are aware and ordered, and its kinds known."""
+    """A filter with its times in UTC and ordered, its kinds known, its session id in NFC and
+    ``include_superseded`` a real bool, or ``InvalidFilterError``."""
     if filters is None:
         return SearchFilters()
     if not isinstance(filters, SearchFilters):
         raise InvalidFilterError(f"filters must be SearchFilters, got {type(filters).__name__}")
-    for name in ("since", "until"):
-        value = getattr(filters, name)
-        if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
-            raise InvalidFilterError(f"filters.{name} must be a timezone-aware datetime")
-    if filters.since and filters.until and filters.since > filters.until:
+    since = _filter_bound("since", filters.since)
+    until = _filter_bound("until", filters.until)
+    if since is not None and until is not None and since > until:
         raise InvalidFilterError("filters.since is after filters.until")
-    try:
-        kinds = tuple(MemoryKind(kind) for kind in filters.kinds)
-    except ValueError as exc:
-        raise InvalidFilterError(str(exc)) from exc
-    if filters.session_id is not None:
-        validate_session_id(filters.session_id)
+    if not isinstance(filters.include_superseded, bool):
+        raise InvalidFilterError(
+            "filters.include_superseded must be True or False, got "
+            + shown(filters.include_superseded)
+        )
+    session_id = filters.session_id
     return SearchFilters(
-        since=filters.since,
-        until=filters.until,
-        kinds=kinds,
-        session_id=filters.session_id,
+        since=since,
+        until=until,
+        kinds=_filter_kinds(filters.kinds),
+        session_id=None if session_id is None else validate_session_id(session_id),
         include_superseded=filters.include_superseded,
     )
 
@@ -116,7 +233,8 @@ def _as_message(index: int, raw: MessageLike) -> Message:
     if isinstance(raw, Mapping):
         unknown = set(raw) - {"role", "content", "speaker", "name", "timestamp", "turn_id"}
         if unknown:
-            raise InvalidMessageError(index, f"unknown fields {sorted(unknown)}")
+            names = sorted(unknown, key=repr)  # keys of any type, in a stable order
+            raise InvalidMessageError(index, f"unknown fields {shown(names)}")
         if "content" not in raw:
             raise InvalidMessageError(index, "missing 'content'")
         return Message(
@@ -135,15 +253,28 @@ def _resolve_timestamp(index: int, value: object, clock: Clock) -> datetime:
     if isinstance(value, str):
         try:
             value = datetime.fromisoformat(value)
-        except ValueError as exc:
-            raise InvalidMessageError(index, f"timestamp {value!r} is not ISO 8601") from exc
+        except ValueError:
+            raise InvalidMessageError(index, f"timestamp {shown(value)} is not ISO 8601") from None
     if not isinstance(value, datetime):
         raise InvalidMessageError(
             index, f"timestamp must be a datetime, got {type(value).__name__}"
         )
-    if value.tzinfo is None or value.utcoffset() is None:
+    utc = _to_utc(value)
+    if utc == NO_TIME_ZONE:
         raise NaiveTimestampError(index, value)
-    return value.astimezone(UTC)
+    if isinstance(utc, str):
+        raise InvalidMessageError(index, f"timestamp {shown(value)} {utc}")
+    return utc
+
+
+def _message_content(index: int, content: object) -> str:
+    if not isinstance(content, str) or is_blank(content):
+        raise EmptyMessagesError(f"message {index} has no content")
+    if len(content) > MAX_CONTENT_CHARS:
+        raise InvalidMessageError(index, f"content exceeds {MAX_CONTENT_CHARS} characters")
+    if has_lone_surrogate(content):
+        raise InvalidMessageError(index, f"content {SURROGATE_PROBLEM}")
+    return content.strip()
 
 
 def derive_turn_id(
@@ -178,15 +309,12 @@ def normalize_messages(
             role = Role(message.role)
         except ValueError:
             raise UnknownRoleError(index, message.role) from None
-        if not isinstance(message.content, str) or not message.content.strip():
-            raise EmptyMessagesError(f"message {index} has no content")
-        if len(message.content) > MAX_CONTENT_CHARS:
-            raise InvalidMessageError(index, f"content exceeds {MAX_CONTENT_CHARS} characters")
+        content = _message_content(index, message.content)
         speaker = message.speaker if message.speaker is not None else role.value
-        if _identifier_problem(speaker) is not None:
-            raise InvalidMessageError(index, f"speaker {speaker!r} is not a usable name")
+        problem = _identifier_problem(speaker)
+        if problem is not None:
+            raise InvalidMessageError(index, f"speaker {shown(speaker)}: {problem}")
         timestamp = _resolve_timestamp(index, message.timestamp, clock)
-        content = message.content.strip()
         if message.turn_id is not None:
             problem = _identifier_problem(message.turn_id)
             if problem is not None:
@@ -197,7 +325,7 @@ def normalize_messages(
             if turn_id in seen:  # the same words twice at the same instant: keep both
                 turn_id = f"{turn_id}.{index}"
         if turn_id in seen:
-            raise InvalidMessageError(index, f"turn_id {turn_id!r} repeats in this call")
+            raise InvalidMessageError(index, f"turn_id {shown(turn_id)} repeats in this call")
         seen.add(turn_id)
         turns.append(Turn(turn_id, user_id, session_id, role, speaker, content, timestamp))
     return tuple(turns)
