@@ -16,21 +16,12 @@ from tiermem.ltm.provenance import Provenance, load_or_create_secret
 from tiermem.ltm.store import AuditSink, LongTermMemory, SearchPolicy
 from tiermem.pipeline.extract import EntryExtractor, TurnExtractor
 from tiermem.pipeline.plan import PassthroughPlanner, Planner, Selector, TopKSelector
+from tiermem.policy import Policy, policy_from_config
 from tiermem.slm.meter import Meter
 from tiermem.slm.registry import BackendPool
 from tiermem.stm import ShortTermMemory
 from tiermem.stores import MTMStore, build_mtm_store
 from tiermem.tokens import ApproxTokenCounter, TokenCounter
-
-
-@dataclass(frozen=True, slots=True)
-class Policy:
-    """Write and read thresholds taken from the configuration."""
-
-    merge_threshold: float = 0.92
-    capacity: int = 10_000
-    candidate_multiplier: int = 2
-    supersede_min_similarity: float = 0.6
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +36,7 @@ class Components:
     generator: Generator
     tokens: TokenCounter
     clock: Clock
-    policy: Policy = Policy()
+    policy: Policy = field(default_factory=Policy)
     meter: Meter = field(default_factory=Meter)
     closers: tuple[Callable[[], None], ...] = ()
     ltm: LongTermMemory | None = None
@@ -57,7 +48,8 @@ def build_components(config: TiermemConfig, clock: Clock | None = None) -> Compo
     embedder = build_embedder(config.embedder)
     tokens = ApproxTokenCounter()
     meter = Meter()
-    roles = _build_roles(config, meter)
+    policy = policy_from_config(config)
+    roles = _build_roles(config, policy, meter)
     store = build_mtm_store(config.mtm, embedder.dim)
     try:
         journal = Journal(config.journal.path)
@@ -81,9 +73,7 @@ def build_components(config: TiermemConfig, clock: Clock | None = None) -> Compo
         stm=ShortTermMemory(config.stm, tokens),
         tokens=tokens,
         clock=clock or SystemClock(),
-        policy=Policy(
-            config.slm.merge_threshold, config.mtm.capacity, config.slm.candidate_multiplier
-        ),
+        policy=policy,
         meter=meter,
         planner=roles.planner,
         selector=roles.selector,
@@ -126,7 +116,7 @@ class _Roles:
     pool: BackendPool
 
 
-def _build_roles(config: TiermemConfig, meter: Meter) -> _Roles:
+def _build_roles(config: TiermemConfig, policy: Policy, meter: Meter) -> _Roles:
     """The SLM roles the configuration turns on, model-free stages for the rest."""
     from tiermem.slm.registry import role_runtime
     from tiermem.slm.roles.controller import SLMController
@@ -150,13 +140,9 @@ def _build_roles(config: TiermemConfig, meter: Meter) -> _Roles:
         if config.generator.kind == "model"
         else None
     )
-    multiplier = slm.candidate_multiplier
-    share = config.ltm.max_share if config.ltm.enabled else 0.0
     return _Roles(
-        planner=SLMController(controller, multiplier, ltm_share=share)
-        if controller
-        else PassthroughPlanner(multiplier, ltm_share=share),
-        selector=SLMSelector(selector, slm.selector_min_keep) if selector else TopKSelector(),
+        planner=SLMController(controller) if controller else PassthroughPlanner(),
+        selector=SLMSelector(selector, policy.selector_min_keep) if selector else TopKSelector(),
         extractor=SLMWriter(writer, slm.writer_max_turns, keep_turns=slm.writer_keep_turns)
         if writer
         else TurnExtractor(),

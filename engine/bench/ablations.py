@@ -33,7 +33,7 @@ from tiermem.config import BackendConfig, EmbedderConfig, SLMConfig, TiermemConf
 from tiermem.datasets.locomo import LocomoQuestion, LocomoSample, load_locomo, session_messages
 from tiermem.embedding.base import EmbedMode
 from tiermem.memory import Memory
-from tiermem.pipeline.plan import PlannedQuery, Planner, RetrievalPlan, TopKSelector
+from tiermem.pipeline.plan import PlanIntent, PlannedQuery, Planner, TopKSelector
 from tiermem.types import SearchFilters, Turn
 
 GROWTH_SIZES = (100, 1_000, 5_000, 10_000)
@@ -159,9 +159,9 @@ class NoisyPlanner:
         self._rng = random.Random(seed)
 
     def plan(
-        self, query: str, stm: Sequence[Turn], k: int, filters: SearchFilters, now: datetime
-    ) -> RetrievalPlan:
-        plan = self._inner.plan(query, stm, k, filters, now)
+        self, query: str, stm: Sequence[Turn], filters: SearchFilters, now: datetime
+    ) -> PlanIntent:
+        plan = self._inner.plan(query, stm, filters, now)
         queries = [
             q
             if i == 0 or self._rng.random() >= self._rate

@@ -1,5 +1,6 @@
-"""Stage types of the read path: the retrieval plan (from the controller) and the selection
-(from the selector), with the model-free defaults used when no SLM is configured."""
+"""Stage types of the read path: the planner's intent, the retrieval plan the pipeline makes
+of it (budgets from ``Policy``), and the selection (from the selector), with the model-free
+defaults used when no SLM is configured."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Protocol
 
+from tiermem.policy import Policy
 from tiermem.ranking import split_budget
 from tiermem.types import MemoryEntry, SearchFilters, Turn
 
@@ -28,32 +30,52 @@ class PlannedQuery:
 
 
 @dataclass(frozen=True, slots=True)
+class PlanIntent:
+    """What a planner wants searched, without budgets: queries with their routes and
+    weights, the constraints as filters, where the intent came from, and notes."""
+
+    queries: tuple[PlannedQuery, ...]
+    filters: SearchFilters
+    source: str  # "model", "fallback" or "passthrough"
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TierBudgets:
+    """How many of the ``k`` final hits each tier may fill. LTM's part is a cap, not a
+    reservation: MTM fills what LTM does not use."""
+
+    mtm: int
+    ltm: int
+
+
+@dataclass(frozen=True, slots=True)
 class RetrievalPlan:
-    """What to search: hypothetical queries with routes, each with a candidate budget that
-    adds up to ``multiplier * k``; the final budget ``k`` split over the tiers."""
+    """An intent with its budgets: per query, MTM and LTM candidates (the MTM ones add up
+    to ``multiplier * k``); the final ``k`` split over the tiers."""
 
     queries: tuple[PlannedQuery, ...]
     filters: SearchFilters
     k: int
     candidate_budgets: tuple[int, ...]
-    tier_budgets: dict[str, int]
-    source: str  # "model", "fallback" or "passthrough"
+    ltm_budgets: tuple[int, ...]
+    tier_budgets: TierBudgets
+    source: str
     notes: tuple[str, ...] = ()
 
 
-def make_plan(
-    queries: Sequence[PlannedQuery],
-    filters: SearchFilters,
-    k: int,
-    multiplier: int,
-    source: str,
-    notes: Sequence[str] = (),
-    ltm_share: float = 1.0,
-) -> RetrievalPlan:
-    """Budget arithmetic: ``multiplier*k`` candidates split by query weight; ``k`` split over
-    MTM and LTM by the weight routed to each (a query routed to both counts half to each),
-    LTM's part capped at ``ltm_share`` of ``k``. The LTM part is a cap, not a reservation:
-    MTM fills what LTM does not use."""
+def budget_plan(intent: PlanIntent, k: int, policy: Policy) -> RetrievalPlan:
+    """The only place budgets are made. ``multiplier*k`` candidates split by query weight;
+    ``k`` split over MTM and LTM by the weight routed to each (a query routed to both counts
+    half to each), LTM's part capped at ``ltm_share`` of ``k``; a query routed to LTM asks
+    it for at most ``multiplier`` candidates per LTM hit (and no more than its own budget).
+
+    >>> p = budget_plan(PlanIntent((PlannedQuery("q", Route.BOTH),), SearchFilters(), "x"), 10,
+    ...                 Policy(candidate_multiplier=2, ltm_share=0.3))
+    >>> p.candidate_budgets, p.ltm_budgets, p.tier_budgets
+    ((20,), (6,), TierBudgets(mtm=7, ltm=3))
+    """
+    queries = intent.queries
     weights = [q.weight for q in queries]
     mtm = sum(
         q.weight * (1.0 if q.route is Route.MTM else 0.5 if q.route is Route.BOTH else 0.0)
@@ -61,17 +83,23 @@ def make_plan(
     )
     ltm = sum(weights) - mtm
     k_mtm, k_ltm = split_budget(k, [mtm, ltm]) if ltm > 0 else (k, 0)
-    cap = math.ceil(k * ltm_share - 1e-9)
+    cap = math.ceil(k * policy.ltm_share - 1e-9)
     if k_ltm > cap:
         k_mtm, k_ltm = k - cap, cap
+    budgets = tuple(split_budget(policy.candidate_multiplier * k, weights))
+    ltm_budgets = tuple(
+        min(budget, k_ltm * policy.candidate_multiplier) if q.route is not Route.MTM else 0
+        for q, budget in zip(queries, budgets, strict=True)
+    )
     return RetrievalPlan(
-        queries=tuple(queries),
-        filters=filters,
+        queries=queries,
+        filters=intent.filters,
         k=k,
-        candidate_budgets=tuple(split_budget(multiplier * k, weights)),
-        tier_budgets={"mtm": k_mtm, "ltm": k_ltm},
-        source=source,
-        notes=tuple(notes),
+        candidate_budgets=budgets,
+        ltm_budgets=ltm_budgets,
+        tier_budgets=TierBudgets(k_mtm, k_ltm),
+        source=intent.source,
+        notes=intent.notes,
     )
 
 
@@ -80,32 +108,19 @@ class Planner(Protocol):
     def name(self) -> str: ...
 
     def plan(
-        self, query: str, stm: Sequence[Turn], k: int, filters: SearchFilters, now: datetime
-    ) -> RetrievalPlan: ...
+        self, query: str, stm: Sequence[Turn], filters: SearchFilters, now: datetime
+    ) -> PlanIntent: ...
 
 
 class PassthroughPlanner:
-    """No model: the user's own query with all of the candidate budget, routed to MTM, or
-    to both tiers when LTM is on."""
+    """No model: the user's own query, on every tier the pipeline searches."""
 
     name = "passthrough"
 
-    def __init__(self, multiplier: int = 2, *, ltm_share: float = 0.0) -> None:
-        self._multiplier = multiplier
-        self._ltm_share = ltm_share  # > 0: LTM is on and searched beside MTM
-
     def plan(
-        self, query: str, stm: Sequence[Turn], k: int, filters: SearchFilters, now: datetime
-    ) -> RetrievalPlan:
-        route = Route.BOTH if self._ltm_share > 0 else Route.MTM
-        return make_plan(
-            [PlannedQuery(query, route)],
-            filters,
-            k,
-            self._multiplier,
-            "passthrough",
-            ltm_share=self._ltm_share,
-        )
+        self, query: str, stm: Sequence[Turn], filters: SearchFilters, now: datetime
+    ) -> PlanIntent:
+        return PlanIntent((PlannedQuery(query, Route.BOTH),), filters, "passthrough")
 
 
 @dataclass(frozen=True, slots=True)

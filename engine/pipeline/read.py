@@ -1,5 +1,6 @@
-"""The read path: plan (controller) -> first stage per query (dense + BM25, fused by rank,
-filtered, ~2K/n each) -> merge to <= 2K -> select <= K (selector) -> access statistics."""
+"""The read path: intent (planner) -> budgets (``Policy``) -> first stage per query (dense +
+BM25, fused by rank, filtered, ~2K/n each) -> merge to <= 2K -> LTM's share -> select <= K
+(selector) -> access statistics."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import replace
 from tiermem.components import Components
 from tiermem.embedding.base import EmbedMode, Vectors, check_vectors
 from tiermem.lexical import lexical_query
-from tiermem.pipeline.plan import Candidate, RetrievalPlan, Route
+from tiermem.pipeline.plan import Candidate, RetrievalPlan, Route, budget_plan
 from tiermem.ranking import reciprocal_rank_fusion
 from tiermem.types import MemoryEntry, MemoryKind, ScoreExplanation, SearchFilters, SearchHit, Turn
 
@@ -26,17 +27,18 @@ def first_stage(c: Components, user_id: str, plan: RetrievalPlan) -> list[Candid
     weights: dict[str, float] = {}
     found: dict[str, Candidate] = {}
     use_ltm = ltm_applies(c, plan)
-    for i, (query, budget) in enumerate(zip(plan.queries, plan.candidate_budgets, strict=True)):
+    budgets = zip(plan.queries, plan.candidate_budgets, plan.ltm_budgets, strict=True)
+    for i, (query, budget, ltm_budget) in enumerate(budgets):
         if budget == 0:
             continue
-        if query.route is not Route.LTM or not use_ltm:  # no LTM: its queries search MTM
+        searches_ltm = use_ltm and ltm_budget > 0
+        if query.route is not Route.LTM or not searches_ltm:  # no LTM: its queries search MTM
             per_query[f"q{i}"] = _mtm_candidates(
                 c, user_id, query.text, vectors[i], plan, budget, found
             )
             weights[f"q{i}"] = query.weight
-        if query.route is not Route.MTM and use_ltm:
-            n = min(budget, max(1, plan.tier_budgets["ltm"]) * c.policy.candidate_multiplier)
-            per_query[f"q{i}:ltm"] = _ltm_candidates(c, user_id, vectors[i], n, found)
+        if searches_ltm:
+            per_query[f"q{i}:ltm"] = _ltm_candidates(c, user_id, vectors[i], ltm_budget, found)
             weights[f"q{i}:ltm"] = query.weight
     merged = reciprocal_rank_fusion(per_query, weights=weights)[: sum(plan.candidate_budgets)]
     candidates = []
@@ -53,7 +55,7 @@ def ltm_applies(c: Components, plan: RetrievalPlan) -> bool:
     """LTM holds timeless, session-less general knowledge: it answers no query constrained
     to a time, a session or other kinds of memory."""
     f = plan.filters
-    if c.ltm is None or plan.tier_budgets.get("ltm", 0) == 0:
+    if c.ltm is None or plan.tier_budgets.ltm == 0:
         return False
     if f.since or f.until or f.session_id:
         return False
@@ -103,9 +105,10 @@ def _ltm_candidates(
     return keys
 
 
-def cap_tiers(candidates: Sequence[Candidate], k: int, k_ltm: int) -> list[Candidate]:
-    """Candidates in order, except that LTM candidates beyond the first ``k_ltm`` move behind
-    the rest: the first ``k`` then hold at most ``k_ltm`` LTM facts, MTM filling the rest.
+def within_tier_budget(candidates: Sequence[Candidate], k_ltm: int) -> list[Candidate]:
+    """The one place LTM's share is enforced: candidates in order, without the LTM facts
+    beyond the first ``k_ltm``. No selector can then keep more than ``k_ltm`` of them, and
+    MTM fills the rest of ``k``.
 
     >>> from tiermem.types import MemoryEntry, MemoryKind
     >>> from datetime import UTC, datetime
@@ -114,18 +117,17 @@ def cap_tiers(candidates: Sequence[Candidate], k: int, k_ltm: int) -> list[Candi
     ...     return Candidate(MemoryEntry(i, "u", i, kind, t, t), 0.0)
     >>> cs = [cand("l1", MemoryKind.KNOWLEDGE), cand("l2", MemoryKind.KNOWLEDGE),
     ...       cand("m1", MemoryKind.TURN)]
-    >>> [x.entry.id for x in cap_tiers(cs, 2, 1)]
-    ['l1', 'm1', 'l2']
+    >>> [x.entry.id for x in within_tier_budget(cs, 1)]
+    ['l1', 'm1']
     """
-    kept, moved, ltm = [], [], 0
+    kept, ltm = [], 0
     for cand in candidates:
         if cand.entry.kind is MemoryKind.KNOWLEDGE:
             if ltm >= k_ltm:
-                moved.append(cand)
                 continue
             ltm += 1
         kept.append(cand)
-    return kept + moved
+    return kept
 
 
 def record_access(c: Components, user_id: str, hits: Sequence[SearchHit]) -> list[SearchHit]:
@@ -172,32 +174,25 @@ def run_search(
     filters: SearchFilters,
     stm: Sequence[Turn] = (),
 ) -> list[SearchHit]:
-    plan = c.planner.plan(query, stm, k, filters, c.clock.now())
+    intent = c.planner.plan(query, stm, filters, c.clock.now())
+    plan = budget_plan(intent, k, c.policy)
     candidates = relax_if_starved(c, user_id, plan, first_stage(c, user_id, plan), filters)
-    k_ltm = plan.tier_budgets.get("ltm", 0)
-    candidates = cap_tiers(candidates, k, k_ltm)
+    candidates = within_tier_budget(candidates, plan.tier_budgets.ltm)
     selection = c.selector.select([q.text for q in plan.queries], candidates, k)
     note = f"plan={plan.source}, selection={selection.source}"
-    hits: list[SearchHit] = []
-    ltm_kept = 0
-    for cand, score in selection.kept:
-        if cand.entry.kind is MemoryKind.KNOWLEDGE:
-            if ltm_kept == k_ltm:  # LTM's share of k is a hard cap
-                continue
-            ltm_kept += 1
-        explanation = ScoreExplanation({**cand.components, "selector": score}, note)
-        hits.append(SearchHit(cand.entry, score, explanation))
-        if len(hits) == k:
-            break
+    hits = [
+        SearchHit(cand.entry, score, ScoreExplanation({**cand.components, "selector": score}, note))
+        for cand, score in selection.kept[:k]
+    ]
     return record_access(c, user_id, hits)
 
 
 __all__ = [
     "Route",
-    "cap_tiers",
     "first_stage",
     "ltm_applies",
     "record_access",
     "relax_if_starved",
     "run_search",
+    "within_tier_budget",
 ]

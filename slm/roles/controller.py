@@ -13,7 +13,7 @@ from dataclasses import replace
 from datetime import UTC, date, datetime, time
 
 from tiermem.errors import SLMError
-from tiermem.pipeline.plan import PlannedQuery, RetrievalPlan, Route, make_plan
+from tiermem.pipeline.plan import PlanIntent, PlannedQuery, Route
 from tiermem.slm.prompts import controller as prompt
 from tiermem.slm.roles.common import Role, RoleRuntime
 from tiermem.types import MemoryKind, SearchFilters, Turn
@@ -56,19 +56,18 @@ def resolve_constraints(
 
 
 class SLMController(Role):
+    """Plans a search: the user's query plus the model's, with routes, weights and
+    constraints. It makes no budgets; the read path does, from ``Policy``."""
+
     name = "slm-controller"
 
-    def __init__(
-        self, runtime: RoleRuntime, multiplier: int = 2, stm_turns: int = 6, ltm_share: float = 1.0
-    ) -> None:
+    def __init__(self, runtime: RoleRuntime, stm_turns: int = 6) -> None:
         super().__init__(runtime)
-        self._multiplier = multiplier
-        self._ltm_share = ltm_share
         self._stm_turns = stm_turns
 
     def plan(
-        self, query: str, stm: Sequence[Turn], k: int, filters: SearchFilters, now: datetime
-    ) -> RetrievalPlan:
+        self, query: str, stm: Sequence[Turn], filters: SearchFilters, now: datetime
+    ) -> PlanIntent:
         inp = prompt.ControllerInput(
             query=query,
             recent_turns=[f"{t.speaker}: {t.content}" for t in stm[-self._stm_turns :]],
@@ -78,14 +77,11 @@ class SLMController(Role):
             output = self._rt.call(prompt.SPEC, prompt.build_messages(inp))
         except SLMError as exc:
             self._rt.fallback(prompt.SPEC.name, exc, "the plain query")
-            return make_plan(
-                [PlannedQuery(query, Route.BOTH)],
+            return PlanIntent(
+                (PlannedQuery(query, Route.BOTH),),
                 filters,
-                k,
-                self._multiplier,
                 "fallback",
-                [f"controller fallback: {type(exc).__name__}"],
-                ltm_share=self._ltm_share,
+                (f"controller fallback: {type(exc).__name__}",),
             )
         queries = [PlannedQuery(query, Route.BOTH, 3.0)]
         seen = {query.strip().lower()}
@@ -95,6 +91,4 @@ class SLMController(Role):
                 seen.add(text.lower())
                 queries.append(PlannedQuery(text, Route(q.route), float(q.weight)))
         merged, notes = resolve_constraints(output, filters)
-        return make_plan(
-            queries, merged, k, self._multiplier, "model", notes, ltm_share=self._ltm_share
-        )
+        return PlanIntent(tuple(queries), merged, "model", tuple(notes))

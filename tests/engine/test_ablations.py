@@ -11,7 +11,7 @@ from tiermem import Memory, TiermemConfig
 from tiermem.bench.ablations import NoisyPlanner, _noisy_writer_copy, mtm_growth
 from tiermem.config import EmbedderConfig
 from tiermem.datasets.locomo import load_locomo
-from tiermem.pipeline.plan import PlannedQuery, make_plan
+from tiermem.pipeline.plan import PlanIntent, PlannedQuery
 from tiermem.types import MemoryKind, SearchFilters
 
 from tests.engine.test_bench_locomo import FIXTURE
@@ -42,16 +42,16 @@ def test_growth_pads_to_each_size_and_measures_both_paths(tmp_path: Path) -> Non
 class _Fixed:
     name = "fixed"
 
-    def plan(self, query, stm, k, filters, now):  # type: ignore[no-untyped-def]
+    def plan(self, query, stm, filters, now):  # type: ignore[no-untyped-def]
         queries = [PlannedQuery(query)] + [PlannedQuery(f"model query {i}") for i in range(3)]
-        return make_plan(queries, filters, k, 2, "model")
+        return PlanIntent(tuple(queries), filters, "model")
 
 
 def test_noisy_planner_spares_the_users_query_and_noises_about_half() -> None:
     noisy = NoisyPlanner(_Fixed(), ["NOISE"], rate=0.5, seed=3)
     replaced = kept = 0
     for _ in range(200):
-        plan = noisy.plan("my question", (), 5, SearchFilters(), datetime(2026, 1, 1, tzinfo=UTC))
+        plan = noisy.plan("my question", (), SearchFilters(), datetime(2026, 1, 1, tzinfo=UTC))
         assert plan.queries[0].text == "my question"
         replaced += sum(q.text == "NOISE" for q in plan.queries[1:])
         kept += sum(q.text != "NOISE" for q in plan.queries[1:])

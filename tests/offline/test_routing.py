@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tiermem import ManualClock, Memory, MemoryKind, SearchFilters
 from tiermem.config import BackendConfig, SLMConfig
+from tiermem.pipeline.plan import TierBudgets, budget_plan
 from tiermem.slm.scripted import ScriptedBackend
 
 from tests.conftest import chat
@@ -68,5 +69,6 @@ def test_controller_routes_to_ltm_and_the_selector_sees_both_tiers(
                 "kinds": [],
             },
         )
-        budgets = memory.components.planner.plan("x", (), 10, SearchFilters(), clock.now())
-        assert budgets.tier_budgets == {"mtm": 7, "ltm": 3}
+        intent = memory.components.planner.plan("x", (), SearchFilters(), clock.now())
+        budgets = budget_plan(intent, 10, memory.components.policy)
+        assert budgets.tier_budgets == TierBudgets(mtm=7, ltm=3)

@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 import pytest
 from tiermem import Memory
 from tiermem.errors import SLMTimeout, SLMUnavailable
-from tiermem.pipeline.plan import PlannedQuery, Route, make_plan
+from tiermem.pipeline.plan import PlanIntent, PlannedQuery, Route, TierBudgets, budget_plan
+from tiermem.policy import Policy
 from tiermem.types import SearchFilters
 
 from tests.conftest import chat
@@ -59,7 +60,7 @@ def test_plan_keeps_the_users_words_and_adds_resolved_queries(
     assert reader.components.meter.snapshot()["controller"]["ok"] == 1
     script.queue("controller", plan("Ines bakery Lisbon", "what does my sister do"))
     made = reader.components.planner.plan(
-        "what does my sister do", (), 2, SearchFilters(), datetime(2026, 3, 2, tzinfo=UTC)
+        "what does my sister do", (), SearchFilters(), datetime(2026, 3, 2, tzinfo=UTC)
     )
     assert [q.text for q in made.queries] == ["what does my sister do", "Ines bakery Lisbon"]
     assert made.queries[0].route is Route.BOTH  # the user's words come first, kept in full
@@ -88,35 +89,35 @@ def test_controller_dates_become_filters_and_bad_dates_are_dropped(
     )
     planner = reader.components.planner
     now = datetime(2026, 3, 5, tzinfo=UTC)
-    windowed = planner.plan("flight", (), 4, SearchFilters(), now)
+    windowed = planner.plan("flight", (), SearchFilters(), now)
     assert windowed.source == "model"
     assert windowed.filters.since == datetime(2026, 3, 1, tzinfo=UTC)
     assert windowed.filters.until is not None
     assert windowed.filters.until.day == 3
     assert set(windowed.filters.kinds) == {"plan", "turn"}  # verbatim turns stay searchable
-    unparseable = planner.plan("flight", (), 4, SearchFilters(), now)
+    unparseable = planner.plan("flight", (), SearchFilters(), now)
     assert unparseable.filters.since is None
     assert "unparseable" in unparseable.notes[0]
-    inverted = planner.plan("flight", (), 4, SearchFilters(), now)
+    inverted = planner.plan("flight", (), SearchFilters(), now)
     assert inverted.filters.since is None
     assert "inverted" in inverted.notes[0]
 
 
 def test_budget_arithmetic_2k_candidates_k_kept(reader: Memory, script: Script) -> None:
-    plan = make_plan(
-        [
+    intent = PlanIntent(
+        (
             PlannedQuery("a", Route.MTM, 3.0),
             PlannedQuery("b", Route.LTM, 1.0),
             PlannedQuery("c", Route.BOTH, 2.0),
-        ],
+        ),
         SearchFilters(),
-        k=5,
-        multiplier=2,
         source="test",
     )
+    plan = budget_plan(intent, 5, Policy(candidate_multiplier=2, ltm_share=1.0))
     assert sum(plan.candidate_budgets) == 10
     assert plan.candidate_budgets == (5, 2, 3)
-    assert plan.tier_budgets == {"mtm": 3, "ltm": 2}  # weight 3 + 1 (half of c) vs 1 + 1
+    assert plan.tier_budgets == TierBudgets(mtm=3, ltm=2)  # weight 3 + 1 (half of c) vs 1 + 1
+    assert plan.ltm_budgets == (0, 2, 3)  # at most 2 per LTM hit, within each query's budget
     script.on("selector", lambda r: {"supporting": [1, 2, 3, 4]})
     hits = reader.search("Lisbon", "maya", k=2)
     assert len(hits) == 2  # the selector can never keep more than K
@@ -205,9 +206,10 @@ def test_routes_to_ltm_search_mtm_until_ltm_exists(reader: Memory, script: Scrip
         },
     )
     # With LTM off, LTM's share of k is zero: everything goes to MTM.
-    assert reader.components.planner.plan(
-        "my pet", (), 2, SearchFilters(), datetime(2026, 3, 2, tzinfo=UTC)
-    ).tier_budgets == {"mtm": 2, "ltm": 0}
+    intent = reader.components.planner.plan(
+        "my pet", (), SearchFilters(), datetime(2026, 3, 2, tzinfo=UTC)
+    )
+    assert budget_plan(intent, 2, reader.components.policy).tier_budgets == TierBudgets(2, 0)
     script.queue(
         "controller",
         {

@@ -1,0 +1,170 @@
+"""Every setting in ``Policy`` reaches the pipeline: for each field, two configurations that
+differ only in the setting behind it give a different result a user can see. A setting that
+is read from the config but never handed on (``slm.supersede_min_similarity`` once was) fails
+here."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tiermem import ManualClock, Memory, MemoryKind, TiermemConfig
+from tiermem.config import merge_overrides
+from tiermem.policy import Policy, policy_from_config
+from tiermem.slm.base import SLMRequest
+from tiermem.slm.scripted import ScriptedBackend
+
+from tests.conftest import chat
+from tests.offline.conftest import ltm_config, one_node_per_memory, scripted
+from tests.slm.conftest import Script, entry, numbered, slm_config
+
+FACTS = [
+    "My sister Ines runs a bakery in Lisbon.",
+    "I booked a flight to Lisbon for October.",
+    "My dog Miso hates thunderstorms.",
+    "I switched my runs to the evenings.",
+    "My flat in Lisbon has a small balcony.",
+    "I grow tomatoes on the balcony in Lisbon.",
+]
+
+
+def _open(config: TiermemConfig, clock: ManualClock, script: Script | None = None) -> Memory:
+    memory = Memory(config, clock=clock)
+    if script is not None:
+        pool = memory.components.pool
+        assert pool is not None
+        backend = pool.get(config.slm.backend)  # the registry built it; the test scripts it
+        assert isinstance(backend, ScriptedBackend)
+        backend.respond_with(script)
+    return memory
+
+
+def _entries_after_a_near_repeat(config: TiermemConfig, clock: ManualClock) -> object:
+    script = Script()
+    script.queue(
+        "writer",
+        {"entries": [entry("Maya's sister Ines runs a bakery in Lisbon.", 1)]},
+        {"entries": [entry("Maya's sister Ines runs a bakery in Lisbon now.", 1)]},
+    )
+    with _open(config, clock, script) as memory:
+        memory.add(chat(("user", "My sister Ines runs a bakery in Lisbon.")), "maya")
+        memory.add(chat(("user", "Ines still runs that bakery.")), "maya")
+        return [e.text for e in memory.get_all("maya")]
+
+
+def _entries_kept_of_six(config: TiermemConfig, clock: ManualClock) -> object:
+    with _open(config, clock) as memory:
+        memory.add(chat(*[("user", f) for f in FACTS]), "u")
+        return len(memory.get_all("u"))
+
+
+def _candidates_shown_to_the_selector(config: TiermemConfig, clock: ManualClock) -> object:
+    script, shown = Script(), []
+
+    def count(request: SLMRequest) -> dict[str, list[int]]:
+        shown.append(len(numbered(request, "Memories:")))
+        return {"supporting": [1]}
+
+    script.on("selector", count)
+    with _open(config, clock, script) as memory:
+        memory.add(chat(*[("user", f) for f in FACTS]), "u")
+        memory.search("Lisbon", "u", k=1)
+    return shown
+
+
+def _hits_when_the_selector_keeps_none(config: TiermemConfig, clock: ManualClock) -> object:
+    script = Script()
+    script.on("selector", lambda r: {"supporting": []})
+    with _open(config, clock, script) as memory:
+        memory.add(chat(*[("user", f) for f in FACTS]), "u")
+        return len(memory.search("Lisbon", "u", k=3))
+
+
+def _superseded_by_an_update(config: TiermemConfig, clock: ManualClock) -> object:
+    script = Script()
+    script.queue(
+        "writer",
+        {"entries": [entry("Maya is vegetarian.", 1, kind="preference")]},
+        {"entries": [entry("Maya eats fish again.", 1, replaces=1)]},
+    )
+    with _open(config, clock, script) as memory:
+        memory.add(chat(("user", "I'm vegetarian.")), "maya")
+        result = memory.add(chat(("user", "I eat fish again."), start=clock.now()), "maya")
+        return [old.text for old in result.superseded]
+
+
+def _knowledge_hits(config: TiermemConfig, clock: ManualClock) -> object:
+    with _open(config, clock) as memory:
+        scripted(memory).respond_with(one_node_per_memory)
+        memory.add(chat(("user", "I started pottery classes, clay is calming")), "alice")
+        memory.consolidate_now()
+        memory.add(chat(("user", "The weather was nice today")), "carol")
+        hits = memory.search("pottery classes clay calming", "carol", k=3)
+        return [h.entry.kind for h in hits].count(MemoryKind.KNOWLEDGE)
+
+
+Base = Callable[[Path], TiermemConfig]
+Observe = Callable[[TiermemConfig, ManualClock], object]
+
+
+def _model_free(tmp_path: Path) -> TiermemConfig:
+    return TiermemConfig.for_tests()
+
+
+def _scripted(**slm: Any) -> Base:
+    return lambda tmp_path: slm_config(**slm)
+
+
+def _with_ltm(tmp_path: Path) -> TiermemConfig:
+    return ltm_config(tmp_path)
+
+
+# field -> (base config, setting, two values, what a user sees)
+CASES: dict[str, tuple[Base, tuple[str, str], tuple[Any, Any], Observe]] = {
+    "merge_threshold": (
+        _scripted(writer_keep_turns=False),
+        ("slm", "merge_threshold"),
+        (0.5, 1.0),
+        _entries_after_a_near_repeat,
+    ),
+    "supersede_min_similarity": (
+        _scripted(
+            controller={"enabled": False}, selector={"enabled": False}, writer_keep_turns=False
+        ),
+        ("slm", "supersede_min_similarity"),
+        (0.0, 1.0),
+        _superseded_by_an_update,
+    ),
+    "capacity": (_model_free, ("mtm", "capacity"), (2, 100), _entries_kept_of_six),
+    "candidate_multiplier": (
+        _scripted(writer={"enabled": False}),
+        ("slm", "candidate_multiplier"),
+        (1, 4),
+        _candidates_shown_to_the_selector,
+    ),
+    "ltm_share": (_with_ltm, ("ltm", "max_share"), (0.0, 1.0), _knowledge_hits),
+    "selector_min_keep": (
+        _scripted(writer={"enabled": False}),
+        ("slm", "selector_min_keep"),
+        (0, 2),
+        _hits_when_the_selector_keeps_none,
+    ),
+}
+
+
+def test_every_policy_field_has_a_case() -> None:
+    assert set(CASES) == {f.name for f in dataclasses.fields(Policy)}
+
+
+@pytest.mark.parametrize("field", sorted(CASES))
+def test_each_setting_changes_behaviour(field: str, tmp_path: Path, clock: ManualClock) -> None:
+    make_base, (section, key), values, observe = CASES[field]
+    seen = []
+    for i, value in enumerate(values):
+        config = merge_overrides(make_base(tmp_path / str(i)), {section: {key: value}})
+        assert getattr(policy_from_config(config), field) == value
+        seen.append(observe(config, clock))
+    assert seen[0] != seen[1], f"{section}.{key} = {values} made no difference: {seen[0]}"
