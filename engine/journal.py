@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from tiermem.changes import Change
 from tiermem.errors import AuditError
-from tiermem.ltm.update import Change
 from tiermem.types import AuditEvent, AuditOp, Role, Turn
 
 SCHEMA_VERSION = 1

@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy.typing as npt
+from tiermem.changes import Change
 from tiermem.errors import LTMCorruptError
 from tiermem.ltm.decay import Confidence
 from tiermem.ltm.graph import DecayPolicy, KnowledgeGraph
 from tiermem.ltm.persist import atomic_write, discard_leftovers
 from tiermem.ltm.provenance import Provenance
-from tiermem.ltm.update import Change, EdgeUnit, NodeUnit, UpdateCounts, apply_units
+from tiermem.ltm.update import EdgeUnit, NodeUnit, UpdateCounts, apply_units
 
 logger = logging.getLogger(__name__)
 

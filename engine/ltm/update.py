@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
+from tiermem.changes import Change
 from tiermem.ltm.graph import KnowledgeGraph, NodeKind, Relation, edge_id
 from tiermem.ltm.index import Vector
 
@@ -41,19 +42,6 @@ class EdgeUnit:
     action: Action
     vector: Vector
     key: str
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """One change to the graph, for the LTM audit log: ``INSERT``, ``SUPPORT`` (new
-    evidence), ``UPDATE`` (text replaced), ``PRUNE`` (decayed away), ``WITHDRAW`` (erasure took
-    evidence) or ``REMOVE`` (erasure took the last evidence). Texts are de-identified."""
-
-    op: str
-    item: str
-    before: str | None
-    after: str | None
-    evidence: int
 
 
 @dataclass(slots=True)
