@@ -1,5 +1,10 @@
-"""The SQLite journal: the audit log of every change to a memory, and the source turns that
-MTM entries point back to. Both live in one database so that one transaction covers a write.
+"""The SQLite journal: the audit log of every change to a memory, the source turns that MTM
+entries point back to, and the intents of writes in flight. It is the source of truth: a write
+commits its audit rows, its turns and its intent (the store change to make, and the store state
+it replaces) in one transaction before the store is touched, and the intent is deleted once the
+store has it. An intent found on open is a write a crash interrupted; ``tiermem.pipeline
+.recovery`` finishes it. An erasure (``forget_user``) is an intent too, a job that names only
+the user.
 
 Deleted rows are overwritten on disk (``PRAGMA secure_delete``): ``forget_user`` leaves no
 readable trace of the user in the file.
@@ -15,12 +20,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any, Literal
 
 from tiermem.changes import Change
 from tiermem.errors import AuditError
 from tiermem.types import AuditEvent, AuditOp, Role, Turn
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+FORGET = "forget"  # the kind of an erasure job
+IntentState = Literal["pending", "undoing"]
+# ``op_id`` on audit rows and turns: the intent that wrote them, so that a write the store
+# refused can be taken back out of the journal.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS audit (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -31,7 +41,8 @@ CREATE TABLE IF NOT EXISTS audit (
     before TEXT,
     after TEXT,
     actor TEXT NOT NULL,
-    detail TEXT NOT NULL DEFAULT '{}'
+    detail TEXT NOT NULL DEFAULT '{}',
+    op_id INTEGER
 );
 CREATE INDEX IF NOT EXISTS audit_by_memory ON audit (user_id, memory_id, seq);
 CREATE TABLE IF NOT EXISTS ltm_audit (
@@ -53,9 +64,22 @@ CREATE TABLE IF NOT EXISTS turns (
     speaker TEXT NOT NULL,
     content TEXT NOT NULL,
     at TEXT NOT NULL,
+    op_id INTEGER,
     PRIMARY KEY (user_id, turn_id)
 );
+CREATE TABLE IF NOT EXISTS intents (
+    op_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    user_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    state TEXT NOT NULL,
+    payload TEXT NOT NULL
+);
 """
+# Version 1 had no intents (created above by IF NOT EXISTS) and no op_id columns.
+_FROM_V1 = (
+    "ALTER TABLE audit ADD COLUMN op_id INTEGER",
+    "ALTER TABLE turns ADD COLUMN op_id INTEGER",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,16 +116,38 @@ class ForgetCounts:
     turns: int
 
 
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """A write the journal holds and the store may not have yet. ``pending``: to be applied
+    (again); ``undoing``: the store refused it, to be rolled back. ``payload`` is the
+    writer's own (JSON); an erasure's is empty."""
+
+    op_id: int
+    user_id: str
+    kind: str
+    state: IntentState
+    payload: dict[str, Any]
+
+
 class JournalWriter:
     """Writes inside one open transaction; see ``Journal.transaction``."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
 
-    def record(self, records: Sequence[AuditRecord]) -> None:
+    def intend(self, user_id: str, kind: str, payload: dict[str, Any]) -> int:
+        """Record a pending intent; its op id tags the rows written for it."""
+        cursor = self._conn.execute(
+            "INSERT INTO intents (user_id, kind, state, payload) VALUES (?, ?, 'pending', ?)",
+            (user_id, kind, json.dumps(payload, sort_keys=True)),
+        )
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    def record(self, records: Sequence[AuditRecord], op_id: int | None = None) -> None:
         self._conn.executemany(
-            "INSERT INTO audit (at, user_id, memory_id, op, before, after, actor, detail)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO audit (at, user_id, memory_id, op, before, after, actor, detail, op_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (
                     r.at.isoformat(),
@@ -112,15 +158,18 @@ class JournalWriter:
                     r.after,
                     r.actor,
                     json.dumps(r.detail, sort_keys=True, default=str),
+                    op_id,
                 )
                 for r in records
             ],
         )
 
-    def save_turns(self, turns: Sequence[Turn]) -> None:
+    def save_turns(self, turns: Sequence[Turn], op_id: int | None = None) -> None:
+        """Store turns not stored yet; only those are tagged with ``op_id``."""
         self._conn.executemany(
-            "INSERT OR IGNORE INTO turns (user_id, turn_id, session_id, role, speaker, content, at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR IGNORE INTO turns"
+            " (user_id, turn_id, session_id, role, speaker, content, at, op_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (
                     t.user_id,
@@ -130,6 +179,7 @@ class JournalWriter:
                     t.speaker,
                     t.content,
                     t.timestamp.isoformat(),
+                    op_id,
                 )
                 for t in turns
             ],
@@ -152,11 +202,24 @@ class Journal:
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
             if version == 0:
                 self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            elif version == 1:
+                self._migrate(_FROM_V1)
             elif version != SCHEMA_VERSION:
                 raise AuditError(f"journal schema {version} is not {SCHEMA_VERSION}")
         except sqlite3.Error as exc:
             raise AuditError(f"cannot open the journal at {path}: {exc}") from exc
         self._lock = threading.RLock()
+
+    def _migrate(self, statements: Sequence[str]) -> None:
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in statements:
+                self._conn.execute(statement)
+            self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
 
     @contextmanager
     def transaction(self) -> Iterator[JournalWriter]:
@@ -182,10 +245,12 @@ class Journal:
         self._conn.execute("COMMIT")
 
     def history(self, user_id: str, memory_id: str) -> list[AuditEvent]:
+        """The entry's audit rows, oldest first, less those of a write being rolled back."""
         with self._lock:
             rows = self._conn.execute(
                 "SELECT seq, at, user_id, memory_id, op, before, after, actor, detail FROM audit"
-                " WHERE user_id = ? AND memory_id = ? ORDER BY seq",
+                " WHERE user_id = ? AND memory_id = ? AND (op_id IS NULL OR op_id NOT IN"
+                " (SELECT op_id FROM intents WHERE state = 'undoing')) ORDER BY seq",
                 (user_id, memory_id),
             ).fetchall()
         return [
@@ -277,11 +342,60 @@ class Journal:
             row = self._conn.execute("SELECT COUNT(*) FROM audit WHERE user_id = ?", (user_id,))
             return int(row.fetchone()[0])
 
+    # -- intents ----------------------------------------------------------------------------
+    def unfinished(self) -> list[Intent]:
+        """Every intent not finished yet, oldest first."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT op_id, user_id, kind, state, payload FROM intents ORDER BY op_id"
+            ).fetchall()
+        return [
+            Intent(op_id, uid, kind, state, json.loads(payload))
+            for op_id, uid, kind, state, payload in rows
+        ]
+
+    def has_unfinished(self) -> bool:
+        with self._lock:
+            return self._conn.execute("SELECT 1 FROM intents LIMIT 1").fetchone() is not None
+
+    def finish(self, op_id: int) -> None:
+        """The store has the intent's change (or an erasure is complete): forget the intent."""
+        with self.transaction():
+            self._conn.execute("DELETE FROM intents WHERE op_id = ?", (op_id,))
+
+    def mark_undoing(self, op_id: int) -> None:
+        """The store refused the intent's change: from now on it is to be rolled back."""
+        with self.transaction():
+            self._conn.execute("UPDATE intents SET state = 'undoing' WHERE op_id = ?", (op_id,))
+
+    def revoke(self, op_id: int) -> None:
+        """Take a rolled-back write out of the journal: its audit rows, the turns it saved,
+        and its intent."""
+        with self.transaction():
+            self._conn.execute("DELETE FROM audit WHERE op_id = ?", (op_id,))
+            self._conn.execute("DELETE FROM turns WHERE op_id = ?", (op_id,))
+            self._conn.execute("DELETE FROM intents WHERE op_id = ?", (op_id,))
+
+    def begin_forget(self, user_id: str) -> int:
+        """The durable erasure job of this user (the one already there, if an erasure was
+        interrupted). It holds the user id and nothing else."""
+        with self.transaction():
+            row = self._conn.execute(
+                "SELECT op_id FROM intents WHERE user_id = ? AND kind = ?", (user_id, FORGET)
+            ).fetchone()
+            if row is not None:
+                return int(row[0])
+            return JournalWriter(self._conn).intend(user_id, FORGET, {})
+
     def forget_user(self, user_id: str) -> ForgetCounts:
-        """Delete every audit row and turn of this user, overwriting them on disk."""
+        """Delete every audit row, turn and write intent of this user, overwriting them on
+        disk. The erasure job itself stays until ``finish``."""
         with self.transaction():
             audit = self._conn.execute("DELETE FROM audit WHERE user_id = ?", (user_id,)).rowcount
             turns = self._conn.execute("DELETE FROM turns WHERE user_id = ?", (user_id,)).rowcount
+            self._conn.execute(
+                "DELETE FROM intents WHERE user_id = ? AND kind != ?", (user_id, FORGET)
+            )
         return ForgetCounts(audit_rows=audit, turns=turns)
 
     def close(self) -> None:

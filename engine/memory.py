@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -22,7 +21,10 @@ from tiermem.clock import Clock
 from tiermem.components import Components, build_components
 from tiermem.config import BackendConfig, TiermemConfig
 from tiermem.errors import ClosedError, ConfigError, MemoryNotFoundError
+from tiermem.pipeline.forget import ForgetReport as ForgetReport  # public here
+from tiermem.pipeline.forget import run_forget
 from tiermem.pipeline.read import run_search
+from tiermem.pipeline.recovery import recover
 from tiermem.pipeline.write import run_add, run_delete, run_update
 from tiermem.render import render_context
 from tiermem.slm.meter import Meter
@@ -58,19 +60,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_DATA_DIR = Path("~/.local/share/tiermem")
 
 
-@dataclass(frozen=True, slots=True)
-class ForgetReport:
-    """What ``forget_user`` removed. ``ltm_removed``: knowledge items supported only by this
-    user, now gone; ``ltm_decremented``: shared items that lost this user's evidence."""
-
-    entries: int
-    turns: int
-    audit_rows: int
-    stm_sessions: int
-    ltm_removed: int = 0
-    ltm_decremented: int = 0
-
-
 class Memory:
     """Long-term memory for an agent: STM per session, MTM per user, an audit trail.
 
@@ -91,6 +80,11 @@ class Memory:
         self._closed = False
         self._consolidation: Consolidation | None = None
         self._turns_since_trigger = 0
+        try:  # finish what a crash left half-done, before anything reads or writes
+            recover(self._c)
+        except BaseException:
+            self.close()
+            raise
         if self._c.ltm is not None:
             from tiermem.offline.wiring import start_consolidation
 
@@ -192,24 +186,13 @@ class Memory:
             run_delete(self._c, self._get(memory_id, uid))
 
     def forget_user(self, user_id: str) -> ForgetReport:
-        """Erase the user everywhere: MTM collection, source turns, audit rows, STM."""
+        """Erase the user everywhere: LTM support, MTM collection, source turns, audit rows,
+        STM. The erasure is a durable job: if it stops half-way (a crash, a store error), it
+        is finished before the next write, or when the memory next opens."""
         self._check_open()
         uid = validate_user_id(user_id)
         with self._write_lock:
-            entries = self._c.store.count(uid)
-            ltm_removed = ltm_decremented = 0
-            if self._c.ltm is not None:  # first, while the journal still knows the entry ids
-                # Every entry the user ever had has an ADD row (evicted and deleted ones too).
-                ids = self._c.journal.memory_ids(uid)
-                ltm_removed, ltm_decremented = self._c.ltm.forget_user(
-                    uid, ids, self._c.clock.now()
-                )
-            self._c.store.drop_user(uid)
-            counts = self._c.journal.forget_user(uid)
-            sessions = self._c.stm.forget_user(uid)
-        return ForgetReport(
-            entries, counts.turns, counts.audit_rows, sessions, ltm_removed, ltm_decremented
-        )
+            return run_forget(self._c, uid)
 
     # -- offline consolidation ------------------------------------------------------------
     def consolidate_now(self, user_id: str | None = None) -> ConsolidationReport:
@@ -325,7 +308,7 @@ class Memory:
             self._consolidation.stop()  # finishes the chunk in flight, commits nothing more
         try:
             if self._c.ltm is not None:
-                self._c.ltm.save()
+                self._c.ltm.close()  # saves, then releases its directory to the next writer
             self._c.store.close()
         finally:
             self._c.journal.close()

@@ -15,7 +15,7 @@ from datetime import datetime
 
 from tiermem.components import Components
 from tiermem.journal import AuditRecord
-from tiermem.pipeline.commit import commit, embed_entries
+from tiermem.pipeline.commit import StoreChange, commit, embed_entries
 from tiermem.types import AuditOp, MemoryEntry, SearchFilters
 
 LOW_WATER = 0.95
@@ -92,18 +92,9 @@ def enforce_capacity(
                 {"reason": reason, "utility": round(utility(victim, now), 6)},
             )
         )
-    merged = list(keepers.values())
-    merged_before = c.store.get(user_id, [k.id for k in merged])
-
-    def mutate() -> None:
-        if merged:
-            c.store.upsert(user_id, merged, embed_entries(c, merged))
-        c.store.delete(user_id, [v.id for v in victims])
-
-    def undo() -> None:
-        c.store.upsert(user_id, victims, vectors)
-        if merged_before:
-            c.store.upsert(user_id, merged_before, embed_entries(c, merged_before))
-
-    commit(c, records, mutate, undo)
+    merged = tuple(keepers.values())
+    change = StoreChange(upserts=merged, deletes=tuple(v.id for v in victims))
+    commit(
+        c, "evict", user_id, records, change, vectors=embed_entries(c, merged) if merged else None
+    )
     return tuple(v.id for v in victims)

@@ -1,4 +1,4 @@
-"""Stage: decide what each proposed entry does to the user's MTM, then apply it atomically.
+"""Stage: decide what each proposed entry does to the user's MTM, then commit it as one write.
 
 - ``replaces`` an existing entry (the writer saw it change) and is similar enough to it: the
   new entry is added and the old one is kept with ``superseded_by`` set (SUPERSEDE), never
@@ -20,7 +20,7 @@ import numpy as np
 from tiermem.components import Components
 from tiermem.embedding.base import EmbedMode, Vectors, check_vectors
 from tiermem.journal import AuditRecord
-from tiermem.pipeline.commit import commit, embed_entries
+from tiermem.pipeline.commit import StoreChange, commit, embed_entries
 from tiermem.types import AuditOp, MemoryEntry, MemoryKind, SearchFilters, Turn
 
 
@@ -164,24 +164,10 @@ def apply_writes(
         )
         for old, new in plan.supersedes
     ]
-    add_ids = [e.id for e in plan.adds]
-    olds = [old for old, _, _ in plan.merges]
-
-    def mutate() -> None:
-        if plan.adds:
-            c.store.upsert(user_id, plan.adds, np.stack(plan.add_vectors))
-        if plan.merges:
-            c.store.upsert(
-                user_id, [new for _, new, _ in plan.merges], np.stack(plan.merge_vectors)
-            )
-        if plan.supersedes:
-            c.store.set_superseded(user_id, {old.id: new.id for old, new in plan.supersedes})
-
-    def undo() -> None:
-        c.store.delete(user_id, add_ids)
-        if olds:
-            c.store.upsert(user_id, olds, embed_entries(c, olds))
-        if plan.supersedes:
-            c.store.set_superseded(user_id, {old.id: None for old, _ in plan.supersedes})
-
-    commit(c, records, mutate, undo, turns)
+    merged = [new for _, new, _ in plan.merges]
+    change = StoreChange(
+        upserts=(*plan.adds, *merged),
+        links=tuple((old.id, new.id) for old, new in plan.supersedes),
+    )
+    vectors = [*plan.add_vectors, *plan.merge_vectors]
+    commit(c, "add", user_id, records, change, turns, np.stack(vectors) if vectors else None)

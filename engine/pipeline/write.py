@@ -1,8 +1,9 @@
 """The write path: unseen turns -> extract (rules, then the writer) -> materialise -> embed ->
-resolve against MTM (add / merge / supersede) -> commit journal + store -> STM -> capacity.
+resolve against MTM (add / merge / supersede) -> commit journal, then store -> STM -> capacity.
 
-A failure anywhere before the journal commits leaves nothing behind: the store write happens
-inside the journal transaction and is undone if the transaction does not commit.
+A failure before the journal commits leaves nothing behind; after it, the write is finished
+(or, if the store refused it, rolled back) as ``tiermem.pipeline.commit`` describes. Each write
+first finishes anything an earlier failure left unfinished.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from datetime import datetime
 
 from tiermem.components import Components
 from tiermem.embedding.base import EmbedMode
+from tiermem.errors import MemoryNotFoundError
 from tiermem.journal import AuditRecord
 from tiermem.lexical import lexical_query
 from tiermem.pipeline.capacity import enforce_capacity
-from tiermem.pipeline.commit import commit, embed_entries
+from tiermem.pipeline.commit import StoreChange, commit, embed_entries
 from tiermem.pipeline.extract import CandidateEntry
+from tiermem.pipeline.recovery import finish_unfinished
 from tiermem.pipeline.resolve import Proposed, apply_writes, plan_writes
 from tiermem.types import AddResult, AuditOp, MemoryEntry, SearchFilters, Turn
 
@@ -69,6 +72,7 @@ def related_memories(c: Components, user_id: str, turns: Sequence[Turn]) -> list
 
 
 def run_add(c: Components, user_id: str, session_id: str, turns: Sequence[Turn]) -> AddResult:
+    finish_unfinished(c)
     known = c.journal.turns(user_id, [t.turn_id for t in turns])
     new_turns = [t for t in turns if t.turn_id not in known]  # re-adding costs nothing
     context = c.stm.window(user_id, session_id)
@@ -88,7 +92,7 @@ def run_add(c: Components, user_id: str, session_id: str, turns: Sequence[Turn])
     if plan is not None:
         apply_writes(c, user_id, plan, new_turns, c.extractor.name)
     elif new_turns:
-        commit(c, [], lambda: None, lambda: None, new_turns)  # the turns are still the record
+        commit(c, "add", user_id, [], StoreChange(), new_turns)  # the turns are still the record
     c.stm.append(new_turns)
     evicted = enforce_capacity(c, user_id, c.policy.capacity, c.policy.merge_threshold)
     return AddResult(
@@ -104,28 +108,29 @@ def run_add(c: Components, user_id: str, session_id: str, turns: Sequence[Turn])
 
 
 def run_update(c: Components, old: MemoryEntry, text: str) -> MemoryEntry:
+    old = _current(c, old)
     new = replace(old, text=text, updated_at=c.clock.now())
-    vectors = embed_entries(c, [new, old])  # the old vector is the undo
     record = AuditRecord(
         new.updated_at, old.user_id, old.id, AuditOp.UPDATE, old.text, text, "api", {}
     )
-    commit(
-        c,
-        [record],
-        mutate=lambda: c.store.upsert(old.user_id, [new], vectors[:1]),
-        undo=lambda: c.store.upsert(old.user_id, [old], vectors[1:]),
-    )
+    change = StoreChange(upserts=(new,))
+    commit(c, "update", old.user_id, [record], change, vectors=embed_entries(c, [new]))
     return new
 
 
 def run_delete(c: Components, old: MemoryEntry) -> None:
-    vectors = embed_entries(c, [old])  # to restore it if the journal does not commit
+    old = _current(c, old)
     record = AuditRecord(
         c.clock.now(), old.user_id, old.id, AuditOp.DELETE, old.text, None, "api", {}
     )
-    commit(
-        c,
-        [record],
-        mutate=lambda: c.store.delete(old.user_id, [old.id]),
-        undo=lambda: c.store.upsert(old.user_id, [old], vectors),
-    )
+    commit(c, "delete", old.user_id, [record], StoreChange(deletes=(old.id,)))
+
+
+def _current(c: Components, entry: MemoryEntry) -> MemoryEntry:
+    """``entry`` as stored once anything an earlier failure left is finished."""
+    if not finish_unfinished(c):
+        return entry
+    found = c.store.get(entry.user_id, [entry.id])
+    if not found:
+        raise MemoryNotFoundError(entry.id, entry.user_id)
+    return found[0]

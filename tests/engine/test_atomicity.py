@@ -1,5 +1,7 @@
 """A store, embedder or journal that fails in the middle of a write leaves no half-written
-entry and no audit row; update and delete are undone the same way."""
+entry and no audit row; update, delete and eviction are undone the same way. A rollback the
+store refuses too, an erasure the store interrupts, and a write whose completion the journal
+could not record are finished before the next write. (Crashes: ``test_crash_recovery``.)"""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from tiermem.errors import AuditError
 from tiermem.journal import Journal
 from tiermem.stores.qdrant import QdrantStore
 from tiermem.stores.reference import ReferenceStore
-from tiermem.types import MemoryEntry
+from tiermem.types import AuditOp, MemoryEntry
 from tiermem.validation import normalize_messages
 
 from tests.conftest import chat
@@ -40,7 +42,8 @@ class FlakyEmbedder(HashEmbedder):
 
 
 class HalfWritingQdrant(QdrantStore):
-    """Writes the first half of a batch, then fails, like a connection dropping mid-upsert."""
+    """Writes the first half of a batch, then fails, like a connection dropping mid-upsert
+    (once: the next call finds it back)."""
 
     armed = False
 
@@ -49,6 +52,7 @@ class HalfWritingQdrant(QdrantStore):
             return super().upsert(user_id, entries, vectors)
         half = max(1, len(entries) // 2)
         super().upsert(user_id, entries[:half], vectors[:half])
+        self.armed = False  # the connection comes back
         raise StoreError("injected: connection lost mid-upsert")
 
 
@@ -59,6 +63,7 @@ class HalfWritingReference(ReferenceStore):
         if not self.armed:
             return super().upsert(user_id, entries, vectors)
         super().upsert(user_id, entries[:1], vectors[:1])
+        self.armed = False
         raise StoreError("injected: connection lost mid-upsert")
 
 
@@ -71,14 +76,51 @@ class CommitFailingJournal(Journal):
         super()._commit()
 
 
-def _memory(store: object = None) -> tuple[Memory, Components]:
+class FinishFailingJournal(Journal):
+    """Cannot record, once, that a write is done."""
+
+    fail_finish = False
+
+    def finish(self, op_id: int) -> None:
+        if self.fail_finish:
+            self.fail_finish = False
+            raise AuditError("injected: disk I/O error while marking a write done")
+        super().finish(op_id)
+
+
+class DownStore(ReferenceStore):
+    """A store whose writes all fail while it is down, reads still work."""
+
+    down = False
+
+    def _check(self) -> None:
+        if self.down:
+            raise StoreError("injected: store unreachable")
+
+    def upsert(self, user_id: str, entries: Sequence[MemoryEntry], vectors: Vectors) -> None:
+        self._check()
+        super().upsert(user_id, entries, vectors)
+
+    def delete(self, user_id: str, ids: Sequence[str]) -> None:
+        self._check()
+        super().delete(user_id, ids)
+
+    def drop_user(self, user_id: str) -> None:
+        self._check()
+        super().drop_user(user_id)
+
+
+def _memory(
+    store: object = None, journal: Journal | None = None, capacity: int = 10_000
+) -> tuple[Memory, Components]:
     config = TiermemConfig.for_tests()
     base = build_components(config)
     components = replace(
         base,
         embedder=FlakyEmbedder(dim=384),
         store=store if store is not None else base.store,
-        journal=CommitFailingJournal(None),
+        journal=journal if journal is not None else CommitFailingJournal(None),
+        policy=replace(base.policy, capacity=capacity),
     )
     return Memory(config, components=components), components
 
@@ -127,7 +169,7 @@ def test_embedder_failing_mid_add_leaves_nothing() -> None:
     assert _snapshot(memory) == before
 
 
-def test_journal_failing_at_commit_undoes_the_store_write() -> None:
+def test_journal_failing_at_commit_leaves_the_store_untouched() -> None:
     memory, components = _memory()
     memory.add(chat(("user", "I have a cat.")), user_id="ana")
     before = _snapshot(memory)
@@ -151,3 +193,81 @@ def test_journal_failing_undoes_update_and_delete() -> None:
     assert memory.get(entry.id, "ana").text == entry.text
     components.journal.armed = False  # type: ignore[attr-defined]
     assert [e.op for e in memory.history(entry.id, "ana")] == ["ADD"]
+
+
+def test_store_failing_mid_update_delete_or_eviction_leaves_nothing(
+    half_writing_store: HalfWritingQdrant | HalfWritingReference,
+) -> None:
+    memory, components = _memory(half_writing_store, capacity=3)
+    for text in ("I have a cat.", "I live in Ghent.", "I like tea."):
+        memory.add(chat(("user", text)), user_id="ana")
+    entry = memory.get_all("ana")[0]
+    before = _snapshot(memory)
+    half_writing_store.armed = True
+    with pytest.raises(StoreError):
+        memory.update(entry.id, "I have two cats.", "ana")
+    assert _snapshot(memory) == before
+    half_writing_store.armed = False
+
+    # A delete (and an eviction, which deletes) that the store refuses after the journal
+    # committed: nothing of it stays.
+    original = half_writing_store.delete
+
+    def refuse(user_id: str, ids: Sequence[str]) -> None:
+        raise StoreError("injected: delete refused")
+
+    half_writing_store.delete = refuse  # type: ignore[method-assign]
+    with pytest.raises(StoreError, match="delete refused"):
+        memory.delete(entry.id, "ana")
+    assert _snapshot(memory) == before
+    with pytest.raises(StoreError, match="delete refused"):  # the 4th entry evicts the 1st
+        memory.add(chat(("user", "I play chess.")), user_id="ana")
+    assert [e.op for e in memory.history(entry.id, "ana")] == ["ADD"]
+    half_writing_store.delete = original  # type: ignore[method-assign]
+    assert not components.journal.has_unfinished()
+
+
+def test_a_rollback_the_store_refuses_is_finished_before_the_next_write() -> None:
+    store = DownStore(384)
+    memory, components = _memory(store)
+    entry = memory.add(chat(("user", "I have a cat.")), user_id="ana").entries[0]
+    store.down = True
+    with pytest.raises(StoreError) as failed:
+        memory.update(entry.id, "I have two cats.", "ana")
+    assert any("rolling this write back failed too" in n for n in failed.value.__notes__)
+    assert [e.op for e in memory.history(entry.id, "ana")] == [AuditOp.ADD]
+    with pytest.raises(StoreError):  # nothing is written past an unfinished rollback
+        memory.add(chat(("user", "I have a dog.")), user_id="ana")
+    store.down = False
+    memory.add(chat(("user", "I have a dog.")), user_id="ana")
+    assert [e.text for e in memory.get_all("ana")] == ["Ana: I have a cat.", "Ana: I have a dog."]
+    assert [e.op for e in memory.history(entry.id, "ana")] == [AuditOp.ADD]
+    assert not components.journal.has_unfinished()
+
+
+def test_an_erasure_the_store_interrupts_is_finished_before_the_next_write() -> None:
+    store = DownStore(384)
+    memory, components = _memory(store)
+    memory.add(chat(("user", "My locker code is 7731.")), user_id="ana", session_id="s1")
+    store.down = True
+    with pytest.raises(StoreError):
+        memory.forget_user("ana")
+    store.down = False
+    memory.add(chat(("user", "I like jazz.")), user_id="bob")
+    assert memory.get_all("ana") == []
+    assert components.journal.count_audit("ana") == 0
+    assert components.journal.user_ids() == ["bob"]
+    assert memory.working_memory("ana", "s1") == ()
+    assert not components.journal.has_unfinished()
+
+
+def test_a_write_whose_completion_cannot_be_recorded_still_succeeds_once() -> None:
+    journal = FinishFailingJournal(None)
+    memory, _ = _memory(journal=journal)
+    journal.fail_finish = True
+    (entry,) = memory.add(chat(("user", "I have a cat.")), user_id="ana").entries
+    assert journal.has_unfinished()  # applied again (a no-op) and finished by the next write
+    memory.add(chat(("user", "I have a dog.")), user_id="ana")
+    assert not journal.has_unfinished()
+    assert [e.text for e in memory.get_all("ana")] == ["Ana: I have a cat.", "Ana: I have a dog."]
+    assert [e.op for e in memory.history(entry.id, "ana")] == [AuditOp.ADD]

@@ -1,0 +1,62 @@
+"""Finishing what the journal holds unfinished: writes a crash interrupted, rollbacks that
+failed, erasures that stopped half-way.
+
+It runs when a ``Memory`` opens, before anything reads or writes, and before any write while
+something is left (after a failed rollback). Erasures come first, to the end: they also take
+the erased users' unfinished writes with them, which must never be re-applied. Then every
+other intent in order: ``pending`` ones are applied to the store again (the journal already
+has their audit rows and turns: roll forward), ``undoing`` ones are rolled back.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from tiermem.components import Components
+from tiermem.journal import FORGET
+from tiermem.pipeline.commit import redo_intent, undo_intent
+from tiermem.pipeline.forget import finish_forget
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Recovery:
+    erasures: int = 0
+    redone: int = 0
+    undone: int = 0
+
+
+def recover(c: Components) -> Recovery:
+    """Finish every unfinished intent (see the module docstring)."""
+    erasures = [i for i in c.journal.unfinished() if i.kind == FORGET]
+    for job in erasures:
+        finish_forget(c, job.op_id, job.user_id)
+    redone = undone = 0
+    for intent in c.journal.unfinished():
+        if intent.kind == FORGET:
+            continue
+        if intent.state == "undoing":
+            undo_intent(c, intent)
+            undone += 1
+        else:
+            redo_intent(c, intent)
+            redone += 1
+    report = Recovery(len(erasures), redone, undone)
+    if report != Recovery():
+        logger.info(
+            "finished %d erasures, re-applied %d writes and rolled back %d after an interruption",
+            report.erasures,
+            report.redone,
+            report.undone,
+        )
+    return report
+
+
+def finish_unfinished(c: Components) -> bool:
+    """Before a write: finish what an earlier failure left, if anything (then ``True``)."""
+    if not c.journal.has_unfinished():
+        return False
+    recover(c)
+    return True
