@@ -12,7 +12,7 @@ Standard library only: the Makefile runs this file before tiermem is installed::
 
     python slm/cpu.py ensure-wheel --version 0.3.36 --cache ~/.cache/tiermem/wheels
 
->>> p = profile_for({"avx2", "fma", "f16c", "bmi2", "avx512f", "avx512bw", "avx512vl",
+>>> p = profile_for({"avx", "avx2", "fma", "f16c", "bmi2", "avx512f", "avx512bw", "avx512vl",
 ...                  "avx512dq", "avx512cd", "amx_tile", "amx_int8"}, amx_granted=False)
 >>> p.name, "-DGGML_AMX_INT8=ON" in p.cmake_args
 ('avx512', False)
@@ -88,9 +88,10 @@ def profile_for(
     """The fastest build this CPU runs safely.
 
     AVX-512 (with VBMI, VNNI and BF16 where present) when the CPU has it, else AVX2, else a
-    plain x86-64 build. AMX only when ``allow_amx`` and the kernel granted it: measured here,
-    the AMX build was no faster than AVX-512 on the quantised models tiermem serves (see the
-    Makefile), so it is off by default."""
+    plain x86-64 build. AMX only when ``allow_amx`` and the kernel granted it. Measured on this
+    project's machines (Sapphire Rapids under KVM), llama.cpp's AMX kernels died with SIGILL
+    at their first ``tileloadd`` even after the kernel granted AMX, and the native build with
+    SIGSEGV, so AMX stays off unless a user asks for it and ``tiermem doctor`` passes."""
     off = ["-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF"]
     if flags >= _AVX2:
         features = ["sse4_2", *sorted(_AVX2)]
