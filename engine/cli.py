@@ -93,6 +93,14 @@ def _parser() -> argparse.ArgumentParser:
         "--threads", type=int, default=1, help="consolidation model threads (0: all cores)"
     )
     con.add_argument("--out", type=Path)
+    stress = suites.add_parser(
+        "stress", help="threads adding/searching/updating/deleting at once, vs one thread"
+    )
+    stress.add_argument("--threads", type=int, default=8)
+    stress.add_argument("--seconds", type=float, default=30.0, help="each run stops by itself")
+    stress.add_argument("--users", type=int, default=4)
+    stress.add_argument("--seed", type=int, default=0)
+    stress.add_argument("--embedder", choices=("hash", "sentence-transformers"), default="hash")
     slm = suites.add_parser("slm", help="SLM role validity, latency and cost on a LoCoMo file")
     slm.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
     slm.add_argument("--conversation", type=int, default=0, help="which sample (0-based)")
@@ -199,6 +207,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     args.out,
                     console,
                     threads=args.threads or None,
+                )
+            elif args.suite == "stress":
+                from tiermem.bench.stress import main as stress_main
+
+                stress_main(
+                    args.threads, args.seconds, args.embedder, args.users, args.seed, console
                 )
             elif args.suite == "mtm":
                 from tiermem.bench.mtm import main as mtm_main

@@ -10,13 +10,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from qdrant_client import QdrantClient, models
-from tiermem import ManualClock, Memory
+from tiermem import ManualClock, Memory, TiermemConfig
+from tiermem.bench.stress import run_stress, stress_config
+from tiermem.cli import main
 from tiermem.components import build_components
 from tiermem.pipeline.plan import Candidate, Selection, TopKSelector
 from tiermem.stores.base import MTMStore
@@ -202,3 +205,43 @@ def test_a_point_deleted_by_another_process_mid_write_is_skipped_and_nothing_cou
     assert {i: u.access_count for i, u in updated.items()} == {OTHER: 6}
     assert [(e.id, e.access_count) for e in store.get("u", [ID, OTHER])] == [(OTHER, 6)]
     store.close()
+
+
+def test_bench_stress_runs_bounded_and_finds_nothing_wrong(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["bench", "stress", "--threads", "2", "--seconds", "0.5", "--users", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "2 thread(s): 0 unexpected errors (0 not a TiermemError)" in out
+    assert "2 thread(s): 0 lost increments (0 entries short), 0 phantom" in out
+    assert "throughput, 2 threads / 1 thread:" in out
+
+
+class ForgetfulStore(ReferenceStore):
+    """Counts no access, and its first search fails with a raw, untyped error."""
+
+    searches = 0
+
+    def record_access(self, user_id: str, ids: Sequence[str], at: datetime) -> dict[str, Any]:
+        return {}
+
+    def hybrid_search(self, *args: Any, **kwargs: Any) -> Any:
+        self.searches += 1
+        if self.searches == 1:
+            raise KeyError("raw")
+        return super().hybrid_search(*args, **kwargs)
+
+
+def test_bench_stress_reports_lost_increments_and_untyped_errors(tmp_path: Path) -> None:
+    def forgetful(config: TiermemConfig) -> Memory:
+        built = build_components(config)
+        built.store.close()
+        return Memory(config, components=replace(built, store=ForgetfulStore(built.store.dim)))
+
+    config = stress_config(tmp_path, "hash")
+    result = run_stress(config, threads=2, seconds=0.3, users=1, open_memory=forgetful)
+    assert result.errors[("defect", "search", "KeyError")] == 1
+    returned = sum(result.returned.values())
+    assert returned > 0
+    assert result.lost_increments > 0
+    assert result.lost_increments <= returned  # entries deleted since are not checked
