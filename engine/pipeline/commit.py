@@ -30,10 +30,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tiermem import faults
 from tiermem.components import Components
 from tiermem.embedding.base import EmbedMode, Vectors, check_vectors
 from tiermem.errors import AuditError
+from tiermem.faults import reached
 from tiermem.journal import AuditRecord, Intent
 from tiermem.render import index_text
 from tiermem.stores.payload import entry_to_payload, payload_to_entry
@@ -97,7 +97,7 @@ def apply_change(
         if vectors is None:
             vectors = embed_entries(c, change.upserts)
         c.store.upsert(user_id, change.upserts, vectors)
-    faults.reached(f"{step}:mid-store-apply")
+    reached(f"{step}:mid-store-apply")
     if change.links:
         c.store.set_superseded(user_id, dict(change.links))
     if change.deletes:
@@ -126,14 +126,14 @@ def commit(
         op_id = tx.intend(user_id, kind, {"redo": change.to_json(), "undo": undo.to_json()})
         tx.save_turns(turns, op_id)
         tx.record(records, op_id)
-        faults.reached(f"{kind}:before-journal-commit")
-    faults.reached(f"{kind}:after-journal-commit")
+        reached(f"{kind}:before-journal-commit")
+    reached(f"{kind}:after-journal-commit")
     try:
         apply_change(c, user_id, kind, change, vectors)
     except BaseException as exc:
         _roll_back(c, Intent(op_id, user_id, kind, "undoing", {}), undo, exc)
         raise
-    faults.reached(f"{kind}:after-store-apply")
+    reached(f"{kind}:after-store-apply")
     try:
         c.journal.finish(op_id)
     except AuditError as exc:
@@ -154,7 +154,7 @@ def _roll_back(c: Components, intent: Intent, undo: StoreChange, exc: BaseExcept
             f"({mark_exc!r}); it is completed instead when the memory next writes or opens"
         )
         return
-    faults.reached(f"{intent.kind}:undo-marked")
+    reached(f"{intent.kind}:undo-marked")
     try:
         undo_intent(c, intent, undo)
     except Exception as undo_exc:  # noqa: BLE001 - reported on the original error below
@@ -169,7 +169,7 @@ def redo_intent(c: Components, intent: Intent) -> None:
     """Apply a pending intent to the store (again) and mark it done."""
     change = StoreChange.from_json(intent.payload["redo"])
     apply_change(c, intent.user_id, intent.kind, change)
-    faults.reached(f"{intent.kind}:after-store-apply")
+    reached(f"{intent.kind}:after-store-apply")
     c.journal.finish(intent.op_id)
 
 
@@ -178,5 +178,5 @@ def undo_intent(c: Components, intent: Intent, undo: StoreChange | None = None) 
     if undo is None:
         undo = StoreChange.from_json(intent.payload["undo"])
     apply_change(c, intent.user_id, f"{intent.kind}-undo", undo)
-    faults.reached(f"{intent.kind}:undone")
+    reached(f"{intent.kind}:undone")
     c.journal.revoke(intent.op_id)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tiermem import faults
 from tiermem.components import Components
+from tiermem.faults import reached
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +32,7 @@ class ForgetReport:
 
 def run_forget(c: Components, user_id: str) -> ForgetReport:
     job = c.journal.begin_forget(user_id)
-    faults.reached("forget:after-job-commit")
+    reached("forget:after-job-commit")
     return finish_forget(c, job, user_id)
 
 
@@ -45,13 +45,13 @@ def finish_forget(c: Components, job: int, user_id: str) -> ForgetReport:
         # resumed job past the journal step finds none: the graph step was done before it.
         ids = c.journal.memory_ids(user_id)
         ltm_removed, ltm_decremented = c.ltm.forget_user(user_id, ids, c.clock.now())
-    faults.reached("forget:after-ltm-withdraw")
+    reached("forget:after-ltm-withdraw")
     c.store.drop_user(user_id)
-    faults.reached("forget:after-drop-collection")
+    reached("forget:after-drop-collection")
     counts = c.journal.forget_user(user_id)
-    faults.reached("forget:after-journal-delete")
+    reached("forget:after-journal-delete")
     sessions = c.stm.forget_user(user_id)
-    faults.reached("forget:after-stm")
+    reached("forget:after-stm")
     c.journal.finish(job)
     return ForgetReport(
         entries, counts.turns, counts.audit_rows, sessions, ltm_removed, ltm_decremented
