@@ -191,6 +191,10 @@ class JournalConfig(_Section):
     path: Path | None = None
 
 
+DEFAULT_DATA_DIR = Path("~/.local/share/tiermem")
+"""Where ``Memory.from_defaults()`` and the CLI keep the embedded default's files."""
+
+
 class TiermemConfig(_Section):
     """The whole configuration of one ``Memory``."""
 

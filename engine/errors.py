@@ -192,3 +192,17 @@ class LTMCorruptError(LTMError):
         super().__init__(f"knowledge graph at {path} cannot be loaded: {reason}")
         self.path = path
         self.reason = reason
+
+
+class LTMLockedError(LTMError):
+    """Another process (or another open memory in this one) holds this knowledge graph: two
+    writers would overwrite each other's graph, so the second refuses to start."""
+
+    def __init__(self, path: object, pid: int | None) -> None:
+        holder = f"process {pid}" if pid is not None else "another process"
+        super().__init__(
+            f"knowledge graph at {path} is in use by {holder}; stop it first, or give this "
+            "memory its own data directory (ltm.path)"
+        )
+        self.path = path
+        self.pid = pid

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from tiermem.clock import Clock
 from tiermem.components import Components, build_components
-from tiermem.config import BackendConfig, TiermemConfig
+from tiermem.config import DEFAULT_DATA_DIR, BackendConfig, TiermemConfig
 from tiermem.errors import ClosedError, ConfigError, MemoryNotFoundError
 from tiermem.pipeline.forget import ForgetReport as ForgetReport  # public here
 from tiermem.pipeline.forget import run_forget
@@ -56,8 +56,6 @@ if TYPE_CHECKING:
     from tiermem.offline.wiring import Consolidation
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_DATA_DIR = Path("~/.local/share/tiermem")
 
 
 class Memory:

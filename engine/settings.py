@@ -18,9 +18,8 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
-from tiermem.config import TiermemConfig, merge_overrides
+from tiermem.config import DEFAULT_DATA_DIR, TiermemConfig, merge_overrides
 from tiermem.errors import ConfigError
-from tiermem.memory import DEFAULT_DATA_DIR
 
 _PREFIX = "TIERMEM_"
 

@@ -2,6 +2,8 @@
 
 The embedded Qdrant store is locked to one process, so this runs against a data directory
 that no service holds open (or against a Qdrant server, which any number of processes share).
+The knowledge graph has one writer whatever the store: a running memory with LTM on holds its
+LTM directory, and ``consolidate`` refuses to start beside it (``LTMLockedError``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 from tiermem.config import BackendConfig, TiermemConfig
+from tiermem.ltm.persist import DirectoryLock
 from tiermem.memory import Memory
 from tiermem.offline.consolidate import ConsolidationReport
 
@@ -46,6 +49,7 @@ def consolidate(
     console: Console,
 ) -> None:
     config = cli_config(config_file, data_dir, model, once)
+    refuse_if_held(config)
     with Memory(config) as memory:
         if once:
             print_report(memory.consolidate_now(user), console)
@@ -57,6 +61,14 @@ def consolidate(
             threading.Event().wait()
         except KeyboardInterrupt:
             console.print("stopping after the chunk in flight")
+
+
+def refuse_if_held(config: TiermemConfig) -> None:
+    """Refuse, naming the holder's pid, when a running memory holds this LTM directory. The
+    memory opened next takes the lock for good; checking first says why plainly, before the
+    embedded store's own lock refuses with a vaguer message."""
+    if config.ltm.path is not None:
+        DirectoryLock.acquire(config.ltm.path.expanduser()).release()
 
 
 def print_report(report: ConsolidationReport, console: Console) -> None:
@@ -80,8 +92,11 @@ def show_ltm(config_file: Path | None, data_dir: Path | None, top: int, console:
     if path is None or not (path / "graph.json").exists():
         console.print(f"no knowledge graph at {path}")
         return
-    # Reading needs no provenance secret: a throwaway one, so nothing is created on disk.
-    ltm = LongTermMemory(path, config.embedder.dim, Provenance(secrets.token_bytes(32)))
+    # Reading needs no provenance secret: a throwaway one, so nothing is created on disk; and
+    # no lock, so it works beside a running service.
+    ltm = LongTermMemory(
+        path, config.embedder.dim, Provenance(secrets.token_bytes(32)), read_only=True
+    )
     facts = sorted(ltm.inventory(datetime.now(UTC)), key=lambda f: (-f.evidence, f.text))
     table = Table(title=f"LTM: {ltm.node_count} nodes, {ltm.edge_count} edges ({ltm.file})")
     for column in ("fact", "evidence", "confidence", "last supported"):

@@ -1,14 +1,18 @@
 """Atomic file replacement: write a temporary file beside the target, fsync it, rename it over
 the target, fsync the directory. A crash at any point leaves either the old file or the new
-one, never a mixture."""
+one, never a mixture. And one writer per directory: ``DirectoryLock``."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 from pathlib import Path
 
+from tiermem.errors import LTMLockedError
+
 TMP_SUFFIX = ".tmp"
+LOCK_FILE = "ltm.lock"
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -39,3 +43,60 @@ def discard_leftovers(path: Path) -> None:
     """A temporary file left by a crash is never the graph: remove it."""
     with contextlib.suppress(FileNotFoundError):
         path.with_name(path.name + TMP_SUFFIX).unlink()
+
+
+class DirectoryLock:
+    """An exclusive lock on a directory for as long as its holder keeps it: ``flock`` on
+    ``LOCK_FILE`` inside it, which names the holder's pid for whoever is refused. ``flock``
+    belongs to an open file description, so a second holder in the same process is refused
+    too, and the kernel drops the lock when the holder dies: a crash never leaves it stale.
+    The file itself stays (removing it would let two holders lock two different files).
+
+    >>> import tempfile
+    >>> where = Path(tempfile.mkdtemp())
+    >>> lock = DirectoryLock.acquire(where)
+    >>> DirectoryLock.acquire(where)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    tiermem.errors.LTMLockedError: knowledge graph at ... is in use by process ...
+    >>> lock.release()
+    >>> DirectoryLock.acquire(where).release()
+    """
+
+    def __init__(self, directory: Path, fd: int) -> None:
+        self.directory = directory
+        self._fd: int | None = fd
+
+    @classmethod
+    def acquire(cls, directory: Path) -> DirectoryLock:
+        """Take the lock, or raise ``LTMLockedError`` naming the directory and the holder."""
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_pid(fd)
+            os.close(fd)
+            raise LTMLockedError(directory, holder) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        return cls(directory, fd)
+
+    def release(self) -> None:
+        """Give the lock up (idempotent); the pid is cleared first, while still held."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            os.ftruncate(fd, 0)
+        finally:
+            os.close(fd)  # closing the last descriptor drops the flock
+
+
+def _read_pid(fd: int) -> int | None:
+    try:
+        return int(os.pread(fd, 32, 0).decode().strip())
+    except (OSError, ValueError):
+        return None  # the holder has not written it yet, or is clearing it

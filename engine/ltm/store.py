@@ -4,6 +4,10 @@ Reads (``search``) and the offline job's writes (``commit``) are serialised by o
 only for in-memory work; the file is written outside it. The file holds the graph and each
 user's consolidation watermark under an opaque key, saved together atomically: the graph on
 disk and the watermark can never disagree.
+
+One process writes a graph: its directory is locked (``DirectoryLock``) from open to
+``close()``, and a second writer refuses to start (``LTMLockedError``) instead of overwriting
+it. A ``read_only`` view (for inspection) takes no lock and never saves.
 """
 
 from __future__ import annotations
@@ -19,10 +23,10 @@ from typing import Any
 
 import numpy.typing as npt
 from tiermem.changes import Change
-from tiermem.errors import LTMCorruptError
+from tiermem.errors import LTMCorruptError, LTMError
 from tiermem.ltm.decay import Confidence
 from tiermem.ltm.graph import DecayPolicy, KnowledgeGraph
-from tiermem.ltm.persist import atomic_write, discard_leftovers
+from tiermem.ltm.persist import DirectoryLock, atomic_write, discard_leftovers
 from tiermem.ltm.provenance import Provenance
 from tiermem.ltm.update import EdgeUnit, NodeUnit, UpdateCounts, apply_units
 
@@ -109,6 +113,7 @@ class LongTermMemory:
         search_policy: SearchPolicy | None = None,
         merge_threshold: float = 0.9,
         audit: AuditSink | None = None,
+        read_only: bool = False,
     ) -> None:
         self.path = path
         self.dim = dim
@@ -122,7 +127,16 @@ class LongTermMemory:
         self._generation = 0
         self._saved_generation = 0
         self._epochs: dict[str, int] = {}  # bumped by erasure, checked by commits
-        self._graph, self._states = self._load()
+        self.read_only = read_only
+        self._closed = False
+        # One writer per graph: held from here to close(), refused to anyone else meanwhile.
+        self._dir_lock = None if path is None or read_only else DirectoryLock.acquire(path)
+        try:
+            self._graph, self._states = self._load()
+        except BaseException:
+            if self._dir_lock is not None:
+                self._dir_lock.release()
+            raise
 
     # -- files -------------------------------------------------------------------------------
     @property
@@ -133,7 +147,8 @@ class LongTermMemory:
         file = self.file
         if file is None:
             return KnowledgeGraph(self.dim), {}
-        discard_leftovers(file)
+        if not self.read_only:  # a reader must not take a writer's half-written save away
+            discard_leftovers(file)
         try:
             raw = file.read_bytes()
         except FileNotFoundError:
@@ -166,6 +181,7 @@ class LongTermMemory:
 
     def save(self) -> None:
         """Write the current graph and states atomically (no-op in memory-only mode)."""
+        self._check_writable()
         file = self.file
         if file is None:
             return
@@ -177,6 +193,25 @@ class LongTermMemory:
                 data = self._snapshot()
             atomic_write(file, data)
             self._saved_generation = generation
+
+    def close(self) -> None:
+        """Save what changed and release the directory (idempotent). Reads still answer from
+        memory afterwards; writes raise ``LTMError``."""
+        if self._closed:
+            return
+        try:
+            if not self.read_only:
+                self.save()
+        finally:
+            self._closed = True
+            if self._dir_lock is not None:
+                self._dir_lock.release()
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise LTMError(f"knowledge graph at {self.path} is closed")
+        if self.read_only:
+            raise LTMError(f"knowledge graph at {self.path} is open read-only")
 
     # -- reads -------------------------------------------------------------------------------
     @property
@@ -265,6 +300,7 @@ class LongTermMemory:
         """Apply one chunk's units and the user's new state, prune what decayed, and save.
         Returns ``None`` and changes nothing if the user was erased or their state moved on
         since ``ticket``; else the ticket for the next commit and what changed."""
+        self._check_writable()
         with self._lock:
             key = ticket.user_key
             current = self._states.get(key, UserState())
@@ -283,6 +319,7 @@ class LongTermMemory:
         """Withdraw the support of these entries of this user and drop the user's state:
         (items removed, items whose evidence was decremented). The audit rows name items,
         never the user."""
+        self._check_writable()
         keys = self.provenance.entry_keys(user_id, entry_ids)
         with self._lock:
             removed, decremented = self._graph.withdraw(keys)
@@ -299,6 +336,7 @@ class LongTermMemory:
 
     def decay_now(self, now: datetime) -> list[str]:
         """Prune what has decayed below the threshold; the ids removed."""
+        self._check_writable()
         with self._lock:
             pruned = self._graph.prune(now, self.decay)
             if pruned:

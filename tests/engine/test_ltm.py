@@ -57,7 +57,7 @@ def test_save_load_round_trip_keeps_graph_index_and_state(tmp_path: Path) -> Non
         "pottery", Relation.HAS_PROPERTY, "calm", "is calming", Action.INSERT, vec(2), "k1"
     )
     commit(ltm, "alice", [n("pottery", 0), n("calm", 1)], [edge])
-    again = LongTermMemory(tmp_path, DIM, PROV)
+    again = LongTermMemory(tmp_path, DIM, PROV, read_only=True)  # what is on disk
     assert sorted(again.facts()) == sorted(ltm.facts())
     assert again.state("alice").watermark == ("2026-03-02T00:00:00+00:00", "m1")
     found = again.search(vec(0), 5, T0)
@@ -111,7 +111,7 @@ def test_a_crash_mid_save_leaves_the_previous_graph_readable(
     monkeypatch.undo()
 
     assert (tmp_path / "graph.json").read_bytes() == before
-    reloaded = LongTermMemory(tmp_path, DIM, PROV)
+    reloaded = LongTermMemory(tmp_path, DIM, PROV, read_only=True)
     assert reloaded.facts() == ["pottery (Concept): about pottery"]
     assert not (tmp_path / "graph.json.tmp").exists()
 
@@ -124,7 +124,9 @@ def test_unreadable_or_foreign_graph_files_raise_a_typed_error(tmp_path: Path) -
     with pytest.raises(LTMCorruptError, match="schema version 99"):
         LongTermMemory(tmp_path, DIM, PROV)
     ok = tmp_path / "ok"
-    commit(LongTermMemory(ok, DIM, PROV), "a", [n("x", 0)])
+    written = LongTermMemory(ok, DIM, PROV)
+    commit(written, "a", [n("x", 0)])
+    written.close()
     with pytest.raises(LTMCorruptError, match="embedding dim"):
         LongTermMemory(ok, DIM * 2, PROV)
 
@@ -165,7 +167,7 @@ def test_decay_prunes_edges_with_their_nodes(tmp_path: Path) -> None:
     assert ltm.decay_now(T0 + timedelta(days=9)) == []  # 0.5 * 0.5**0.9 = 0.268
     assert sorted(ltm.decay_now(T0 + timedelta(days=11))) == everything  # 0.233
     assert (ltm.node_count, ltm.edge_count) == (0, 0)
-    assert LongTermMemory(tmp_path, DIM, PROV).node_count == 0
+    assert LongTermMemory(tmp_path, DIM, PROV, read_only=True).node_count == 0
 
 
 def test_provenance_keys_are_stable_opaque_and_unlinkable(tmp_path: Path) -> None:
