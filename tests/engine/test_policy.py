@@ -168,3 +168,32 @@ def test_each_setting_changes_behaviour(field: str, tmp_path: Path, clock: Manua
         assert getattr(policy_from_config(config), field) == value
         seen.append(observe(config, clock))
     assert seen[0] != seen[1], f"{section}.{key} = {values} made no difference: {seen[0]}"
+
+
+def test_a_model_selector_cannot_take_more_than_the_ltm_share(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The share is enforced once, before selection: the selector is never shown more LTM
+    facts than the share allows, so even a model that keeps every fact keeps at most that."""
+    config = merge_overrides(
+        ltm_config(tmp_path),
+        {"slm": {"backend": {"kind": "scripted"}, "writer": {"enabled": False}}},
+    )
+    config = merge_overrides(config, {"ltm": {"max_share": 0.5}})
+    script, shown = Script(), []
+
+    def keep_all_knowledge(request: SLMRequest) -> dict[str, list[int]]:
+        lines = numbered(request, "Memories:")
+        shown.append(sum("general knowledge" in line for line in lines))
+        return {"supporting": [i for i, ln in enumerate(lines, 1) if "general knowledge" in ln]}
+
+    script.on("selector", keep_all_knowledge)
+    script.on("consolidator", one_node_per_memory)
+    with _open(config, clock, script) as memory:
+        hobbies = ["clay pottery", "mountain hiking", "playing violin", "ocean surfing"]
+        memory.add(chat(*[("user", f"I love {h}") for h in hobbies]), "alice")
+        assert memory.consolidate_now().counts.inserted == 4
+        memory.add(chat(("user", "My oven broke")), "bob")
+        hits = memory.search("pottery hiking violin surfing", "bob", k=4)
+    assert shown == [2]  # ceil(0.5 * 4) of the 4 facts
+    assert [h.entry.kind for h in hits] == [MemoryKind.KNOWLEDGE] * 2
