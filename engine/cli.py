@@ -234,11 +234,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "models":
             _models(args, console)
         elif args.command == "ltm":
-            from tiermem.offline.cli import show_ltm
+            from tiermem.offline_cli import show_ltm
 
             show_ltm(args.config, args.data_dir, args.top, console)
         elif args.command == "consolidate":
-            from tiermem.offline.cli import consolidate
+            from tiermem.offline_cli import consolidate
 
             consolidate(args.config, args.data_dir, args.user, args.model, args.once, console)
         elif args.command == "doctor":

@@ -66,7 +66,7 @@ def holder(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
         import sys
         from pathlib import Path
         from tiermem import Memory
-        from tiermem.offline.cli import cli_config
+        from tiermem.offline_cli import cli_config
         config = cli_config(None, Path({str(data)!r}), {str(model)!r}, once=True)
         with Memory(config):
             print("ready", flush=True)

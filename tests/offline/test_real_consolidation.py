@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from tiermem import ManualClock, Memory
 from tiermem.cli import main
-from tiermem.offline.cli import cli_config
+from tiermem.offline_cli import cli_config
 
 from tests.conftest import T0, chat
 

@@ -1,4 +1,5 @@
-"""``tiermem consolidate``: the offline job from the command line.
+"""``tiermem consolidate`` and ``tiermem ltm``: the offline job from the command line (the edge:
+it reads config files and the environment; ``tiermem.offline`` itself never imports ``Memory``).
 
 The embedded Qdrant store is locked to one process, so this runs against a data directory
 that no service holds open (or against a Qdrant server, which any number of processes share).
