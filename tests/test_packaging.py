@@ -96,3 +96,32 @@ def test_every_subpackage_folder_is_declared_and_a_built_wheel_holds_it(tmp_path
         assert f"{package.replace('.', '/')}/__init__.py" in names, package
     assert "tiermem/py.typed" in names
     assert not any(n.startswith(("engine/", "slm/", "tests/")) for n in names)
+
+
+def test_a_plain_install_is_lean_and_the_bench_extra_carries_its_own_dependencies() -> None:
+    import tomllib
+
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    core = " ".join(project["project"]["dependencies"])
+    bench = " ".join(project["project"]["optional-dependencies"]["bench"])
+    for heavy in ("nltk", "matplotlib"):
+        assert heavy not in core
+        assert heavy in bench
+    probe = (
+        "import sys\n"
+        "from tiermem import Memory, TiermemConfig\n"
+        "with Memory(TiermemConfig.for_tests()) as m:\n"
+        "    m.add('I keep bees on the roof.', user_id='u')\n"
+        "    m.answer('what do I keep?', user_id='u')\n"
+        "print(sorted(n for n in ('nltk', 'matplotlib', 'tiermem.bench') if n in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_a_benchmark_without_its_extra_says_how_to_install_it() -> None:
+    from tiermem.bench import bench_dependency
+    from tiermem.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"tiermem\[bench\]"):
+        bench_dependency("a_module_that_is_not_installed")

@@ -14,15 +14,16 @@ from collections import Counter
 from collections.abc import Iterable
 from functools import lru_cache
 
+from tiermem.bench import bench_dependency
+
 _ARTICLES = re.compile(r"\b(a|an|the|and)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
 
 
 @lru_cache(maxsize=1)
 def _stemmer() -> object:
-    from nltk.stem import PorterStemmer  # no data download: the stemmer is pure code
-
-    return PorterStemmer()
+    # no data download: the stemmer is pure code
+    return bench_dependency("nltk.stem").PorterStemmer()
 
 
 def _stem(word: str) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from tiermem.bench import bench_dependency
 from tiermem.bench.stats import percentile
 from tiermem.datasets.locomo import CATEGORIES
 from tiermem.slm.prompts import generator as generator_prompt
@@ -275,10 +276,9 @@ def render_report(
 
 
 def plot(summary: dict[str, Any], records: Sequence[dict[str, Any]], out: Path) -> list[Path]:
-    import matplotlib
-
+    matplotlib = bench_dependency("matplotlib")
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = bench_dependency("matplotlib.pyplot")
 
     paths = []
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
