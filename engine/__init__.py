@@ -20,11 +20,13 @@ from tiermem.errors import (
     InvalidQueryError,
     InvalidSessionIdError,
     InvalidUserIdError,
+    KnowledgeItemError,
     MemoryNotFoundError,
     NaiveTimestampError,
     StoreError,
     TiermemError,
     UnknownRoleError,
+    WrongTierError,
 )
 from tiermem.memory import ForgetReport, Memory
 from tiermem.types import (
@@ -32,12 +34,14 @@ from tiermem.types import (
     AnswerResult,
     AuditEvent,
     AuditOp,
+    KnowledgeFact,
     MemoryEntry,
     MemoryKind,
     Message,
     Role,
     SearchFilters,
     SearchHit,
+    Tier,
     Turn,
 )
 
@@ -61,6 +65,8 @@ __all__ = [
     "InvalidQueryError",
     "InvalidSessionIdError",
     "InvalidUserIdError",
+    "KnowledgeFact",
+    "KnowledgeItemError",
     "ManualClock",
     "Memory",
     "MemoryEntry",
@@ -73,8 +79,10 @@ __all__ = [
     "SearchHit",
     "StoreError",
     "SystemClock",
+    "Tier",
     "TiermemConfig",
     "TiermemError",
     "Turn",
     "UnknownRoleError",
+    "WrongTierError",
 ]

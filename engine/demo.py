@@ -13,6 +13,7 @@ from tiermem.config import BackendConfig, GeneratorConfig, SLMConfig, TiermemCon
 from tiermem.demo_data import DEMO_USERS, session_messages
 from tiermem.memory import Memory
 from tiermem.render import human_date
+from tiermem.types import Tier
 
 
 def run_demo(config: TiermemConfig, console: Console) -> None:
@@ -53,8 +54,11 @@ def _show_answer(memory: Memory, user_id: str, question: str, console: Console) 
     console.print(result.text, highlight=False)
     console.print(f"[dim]context: {result.context_tokens} tokens, {len(result.hits)} memories[/]")
     for hit in result.hits:
-        console.print(f"  [cyan]{hit.score:.3f}[/] memory {hit.entry.id[:8]} ({hit.entry.kind})")
-        for turn_id in hit.entry.source_turn_ids:
+        if hit.tier is Tier.LTM:  # shared knowledge: no owner, no source turns
+            console.print(f"  [cyan]{hit.score:.3f}[/] knowledge {hit.id} ({hit.fact.kind})")
+            continue
+        console.print(f"  [cyan]{hit.score:.3f}[/] memory {hit.id[:8]} ({hit.entry.kind})")
+        for turn_id in hit.source_turn_ids:
             turn = result.source_turns.get(turn_id)
             if turn is None:
                 console.print(f"      source {turn_id}: [red]missing from the journal[/]")

@@ -122,6 +122,40 @@ class InvalidMemoryIdError(MemoryNotFoundError, InvalidInputError):
         super().__init__(text, user_id, f"invalid memory id {shown(memory_id)}: {reason}")
 
 
+class KnowledgeItemError(MemoryNotFoundError):
+    """The id names an item of the shared knowledge graph (an ``ltm:`` hit id), not a memory
+    of this user. LTM knowledge is de-identified and shared by every user, so no user can get,
+    update or delete it, and it has no per-user history: only consolidation changes it, and
+    ``Memory.knowledge_history(id)`` lists its changes. Still a ``MemoryNotFoundError``: this
+    user has no memory with this id."""
+
+    def __init__(self, memory_id: str, user_id: str, operation: str) -> None:
+        self.operation = operation
+        super().__init__(
+            memory_id,
+            user_id,
+            f"{shown(memory_id)} is shared LTM knowledge, not a memory of this user: knowledge "
+            f"is de-identified and shared across users, so {operation}() does not apply to it "
+            "(only consolidation changes it); use Memory.knowledge_history(id) for its changes",
+        )
+
+
+class WrongTierError(TiermemError, AttributeError):
+    """A search hit was asked for what its tier does not have: the MTM ``entry`` of an LTM
+    hit, or the LTM ``fact`` of an MTM hit. Check ``hit.tier``, or use ``hit.id``/``hit.text``,
+    which both tiers have. An ``AttributeError`` too, so ``getattr(hit, "entry", None)`` works."""
+
+    def __init__(self, item_id: str, tier: str, wanted: str) -> None:
+        self.item_id = item_id
+        self.tier = tier
+        self.wanted = wanted
+        if tier == "ltm":
+            what = "shared LTM knowledge (use hit.fact)"
+        else:
+            what = "an MTM entry (use hit.entry)"
+        super().__init__(f"hit {shown(item_id)} is {what}; it has no .{wanted}")
+
+
 class ConfigError(TiermemError):
     """The configuration names something that does not exist or cannot work together."""
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from tiermem.clock import Clock
 from tiermem.components import Components, build_components
 from tiermem.config import DEFAULT_DATA_DIR, BackendConfig, TiermemConfig
-from tiermem.errors import ClosedError, ConfigError, MemoryNotFoundError
+from tiermem.errors import ClosedError, ConfigError, KnowledgeItemError, MemoryNotFoundError
 from tiermem.pipeline.forget import ForgetReport as ForgetReport  # public here
 from tiermem.pipeline.forget import run_forget
 from tiermem.pipeline.read import run_search
@@ -36,6 +36,7 @@ from tiermem.types import (
     SearchFilters,
     SearchHit,
     Turn,
+    is_knowledge_id,
 )
 from tiermem.validation import (
     MessageLike,
@@ -169,19 +170,21 @@ class Memory:
             self._consolidation.scheduler.trigger()
 
     def update(self, memory_id: str, text: str, user_id: str) -> MemoryEntry:
-        """Replace an entry's text (re-embedded); the old text stays in its history."""
+        """Replace an entry's text (re-embedded); the old text stays in its history. LTM
+        knowledge (an ``ltm:`` id) changes only by consolidation: ``KnowledgeItemError``."""
         self._check_open()
         uid = validate_user_id(user_id)
         new_text = validate_memory_text(text)
         with self._write_lock:
-            return run_update(self._c, self._get(memory_id, uid), new_text)
+            return run_update(self._c, self._get(memory_id, uid, "update"), new_text)
 
     def delete(self, memory_id: str, user_id: str) -> None:
-        """Remove an entry; its history keeps the deleted text until ``forget_user``."""
+        """Remove an entry; its history keeps the deleted text until ``forget_user``. LTM
+        knowledge (an ``ltm:`` id) changes only by consolidation: ``KnowledgeItemError``."""
         self._check_open()
         uid = validate_user_id(user_id)
         with self._write_lock:
-            run_delete(self._c, self._get(memory_id, uid))
+            run_delete(self._c, self._get(memory_id, uid, "delete"))
 
     def forget_user(self, user_id: str) -> ForgetReport:
         """Erase the user everywhere: LTM support, MTM collection, source turns, audit rows,
@@ -223,7 +226,10 @@ class Memory:
         session_id: str | None = None,
     ) -> list[SearchHit]:
         """The user's memories most relevant to ``query``, best first, at most ``k``. The
-        session's STM lets the controller resolve references such as "she" or "that trip"."""
+        session's STM lets the controller resolve references such as "she" or "that trip".
+
+        With LTM on, hits of ``tier`` LTM carry shared, de-identified knowledge (``hit.fact``)
+        beside the user's own entries (``hit.entry``); ``hit.id``/``hit.text`` hold for both."""
         self._check_open()
         uid = validate_user_id(user_id)
         limit = validate_k(self.config.default_k if k is None else k)
@@ -249,21 +255,34 @@ class Memory:
         return AnswerResult(text, tuple(hits), self._c.tokens.count(render_context(hits)), sources)
 
     def source_turns(self, hits: Iterable[SearchHit], user_id: str) -> dict[str, Turn]:
-        """The stored turns that these hits came from, by turn id."""
-        ids = sorted({tid for h in hits for tid in h.entry.source_turn_ids})
+        """The stored turns that these hits came from, by turn id. LTM hits have none: their
+        knowledge is de-identified and keeps no turn of anyone."""
+        ids = sorted({tid for h in hits for tid in h.source_turn_ids})
         return self._c.journal.turns(validate_user_id(user_id), ids)
 
     def get(self, memory_id: str, user_id: str) -> MemoryEntry:
-        """One entry of this user; ``MemoryNotFoundError`` if this user has no such entry."""
+        """One entry of this user; ``MemoryNotFoundError`` if this user has no such entry.
+        An ``ltm:`` id (an LTM hit's) is shared knowledge, no user's entry:
+        ``KnowledgeItemError`` (a ``MemoryNotFoundError``) says so; the hit itself holds the
+        fact, and ``knowledge_history(id)`` its changes."""
         self._check_open()
-        return self._get(memory_id, validate_user_id(user_id))
+        return self._get(memory_id, validate_user_id(user_id), "get")
 
-    def _get(self, memory_id: str, user_id: str) -> MemoryEntry:
-        memory_id = validate_memory_id(memory_id, user_id)
+    def _get(self, memory_id: str, user_id: str, operation: str) -> MemoryEntry:
+        memory_id = self._own_memory_id(memory_id, user_id, operation)
         found = self._c.store.get(user_id, [memory_id])
         if not found:
             raise MemoryNotFoundError(memory_id, user_id)
         return found[0]
+
+    @staticmethod
+    def _own_memory_id(memory_id: str, user_id: str, operation: str) -> str:
+        """A valid id of a user's own memory: never one of the shared knowledge graph, which
+        no user owns (its items are de-identified, and only consolidation changes them)."""
+        memory_id = validate_memory_id(memory_id, user_id)
+        if is_knowledge_id(memory_id):
+            raise KnowledgeItemError(memory_id, user_id, operation)
+        return memory_id
 
     def get_all(self, user_id: str, filters: SearchFilters | None = None) -> list[MemoryEntry]:
         """Every entry of this user matching ``filters``, oldest first."""
@@ -272,10 +291,12 @@ class Memory:
         return self._c.store.list_entries(uid, validate_filters(filters))
 
     def history(self, memory_id: str, user_id: str) -> list[AuditEvent]:
-        """Every change to this entry, oldest first (also after it was deleted)."""
+        """Every change to this entry, oldest first (also after it was deleted). An ``ltm:``
+        id raises ``KnowledgeItemError``: shared knowledge has no per-user history, see
+        ``knowledge_history(id)``."""
         self._check_open()
         uid = validate_user_id(user_id)
-        mid = validate_memory_id(memory_id, uid)
+        mid = self._own_memory_id(memory_id, uid, "history")
         events = self._c.journal.history(uid, mid)
         if not events:
             raise MemoryNotFoundError(mid, uid)

@@ -1,12 +1,12 @@
-"""How entries become text: for the index (with their date, which helps temporal questions)
-and for the generator's context."""
+"""How entries and facts become text: for the index (with their date, which helps temporal
+questions) and for the selector's and the generator's context."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
 
-from tiermem.types import MemoryEntry, MemoryKind, SearchHit
+from tiermem.types import KnowledgeFact, MemoryEntry, SearchHit, Tier
 
 
 def human_date(when: datetime) -> str:
@@ -22,13 +22,22 @@ def index_text(entry: MemoryEntry) -> str:
     return f"[{human_date(entry.effective_time)}] {entry.text}"
 
 
-def render_memory(entry: MemoryEntry) -> str:
-    if entry.kind is MemoryKind.KNOWLEDGE:  # cross-user knowledge has no episode date
-        return f"[general knowledge] {entry.text}"
-    return f"[{human_date(entry.effective_time)}] {entry.text}"
+def render_memory(item: MemoryEntry | KnowledgeFact) -> str:
+    """An MTM entry with its date; an LTM fact as general knowledge, which has no episode
+    date and no owner."""
+    if isinstance(item, KnowledgeFact):
+        return f"[general knowledge] {item.text}"
+    return f"[{human_date(item.effective_time)}] {item.text}"
+
+
+def context_order(hits: Sequence[SearchHit]) -> list[SearchHit]:
+    """The order a generator reads hits in: general knowledge first (it has no date), then
+    the user's memories oldest first, so that updates read in order."""
+    knowledge = [h for h in hits if h.tier is Tier.LTM]
+    memories = sorted((h for h in hits if h.tier is Tier.MTM), key=lambda h: h.entry.effective_time)
+    return knowledge + memories
 
 
 def render_context(hits: Sequence[SearchHit]) -> str:
-    """The memories handed to a generator, oldest first so that updates read in order."""
-    ordered = sorted(hits, key=lambda h: h.entry.effective_time)
-    return "\n".join(f"- {render_memory(h.entry)}" for h in ordered)
+    """The memories handed to a generator, in ``context_order``."""
+    return "\n".join(f"- {render_memory(h.item)}" for h in context_order(hits))

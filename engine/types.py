@@ -1,4 +1,5 @@
-"""Core value types: turns, MTM entries, search hits and the results of the client API.
+"""Core value types: turns, MTM entries, LTM knowledge facts, search hits and the results of
+the client API.
 
 They are frozen dataclasses: cheap on the hot path, hashable, and never mutated behind a
 caller's back. Every time is timezone-aware UTC.
@@ -10,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+
+from tiermem.errors import WrongTierError
 
 
 class Role(StrEnum):
@@ -28,7 +31,27 @@ class MemoryKind(StrEnum):
     EVENT = "event"
     PREFERENCE = "preference"
     PLAN = "plan"
-    KNOWLEDGE = "knowledge"  # a de-identified fact from the cross-user LTM, never stored in MTM
+    # Never an MTM entry's kind: in ``SearchFilters.kinds`` it lets the shared LTM answer too.
+    KNOWLEDGE = "knowledge"
+
+
+class Tier(StrEnum):
+    """Where a search hit comes from: the user's own MTM, or the shared, de-identified LTM."""
+
+    MTM = "mtm"
+    LTM = "ltm"
+
+
+LTM_ID_PREFIX = "ltm:"
+
+
+def is_knowledge_id(memory_id: str) -> bool:
+    """Whether an id names an LTM knowledge item (as search hits show it) rather than an entry.
+
+    >>> is_knowledge_id("ltm:n:1f2e"), is_knowledge_id("3b9c0d")
+    (True, False)
+    """
+    return memory_id.startswith(LTM_ID_PREFIX)
 
 
 class AuditOp(StrEnum):
@@ -97,6 +120,68 @@ class MemoryEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class KnowledgeFact:
+    """One item of the cross-user knowledge graph (LTM), as a search shows it.
+
+    It is shared by every user and owned by none: it has no user id, no session and no source
+    turns, only the number of (de-identified) MTM entries that support it. ``kind`` is the node
+    kind (``Entity``, ``Concept``) or the edge relation (``IsA``, ``HasProperty``, ...);
+    ``confidence`` decays from ``last_supported``. Only consolidation changes it;
+    ``Memory.knowledge_history(id)`` lists its changes.
+    """
+
+    id: str  # "ltm:" + the graph id
+    text: str
+    kind: str
+    evidence: int
+    confidence: float
+    first_supported: datetime
+    last_supported: datetime
+
+
+class Tiered:
+    """What a search hit and a read-path candidate share: one item from one tier, with the
+    accessors that hold for both tiers (``id``, ``text``, ``tier``, ``source_turn_ids``) and
+    those that hold for one (``entry`` of MTM, ``fact`` of LTM; the other tier raises
+    ``WrongTierError``)."""
+
+    __slots__ = ()
+    item: MemoryEntry | KnowledgeFact
+
+    @property
+    def tier(self) -> Tier:
+        return Tier.LTM if isinstance(self.item, KnowledgeFact) else Tier.MTM
+
+    @property
+    def id(self) -> str:
+        return self.item.id
+
+    @property
+    def text(self) -> str:
+        return self.item.text
+
+    @property
+    def source_turn_ids(self) -> tuple[str, ...]:
+        """The user's turns behind an MTM entry; none for LTM knowledge, which is
+        de-identified and keeps no turn of anyone."""
+        return self.item.source_turn_ids if isinstance(self.item, MemoryEntry) else ()
+
+    @property
+    def entry(self) -> MemoryEntry:
+        """The user's MTM entry. ``WrongTierError`` on an LTM hit: check ``tier`` first."""
+        if not isinstance(self.item, MemoryEntry):
+            raise WrongTierError(self.item.id, Tier.LTM, "entry")
+        return self.item
+
+    @property
+    def fact(self) -> KnowledgeFact:
+        """The shared LTM fact. ``WrongTierError`` on an MTM hit: check ``tier`` first."""
+        if not isinstance(self.item, KnowledgeFact):
+            raise WrongTierError(self.item.id, Tier.MTM, "fact")
+        return self.item
+
+
+@dataclass(frozen=True, slots=True)
 class ScoreExplanation:
     """How a hit's score was made: named components (``dense``, ``recency``, ...) and a note."""
 
@@ -105,10 +190,22 @@ class ScoreExplanation:
 
 
 @dataclass(frozen=True, slots=True)
-class SearchHit:
-    """A memory returned by ``search()``: the entry, its final score, and why."""
+class SearchHit(Tiered):
+    """What ``search()`` returns: an item from one tier, its final score, and why.
 
-    entry: MemoryEntry
+    ``hit.tier`` says where it comes from. An MTM hit's ``hit.entry`` is the user's own
+    entry; an LTM hit's ``hit.fact`` is shared knowledge, no user's memory. ``hit.id`` and
+    ``hit.text`` hold for both.
+
+    >>> from datetime import UTC, datetime
+    >>> t = datetime(2026, 1, 1, tzinfo=UTC)
+    >>> fact = KnowledgeFact("ltm:n:1f", "sourdough (Concept): bread", "Concept", 3, 0.8, t, t)
+    >>> hit = SearchHit(fact, 0.5, ScoreExplanation({}))
+    >>> hit.tier, hit.id, hit.source_turn_ids
+    (<Tier.LTM: 'ltm'>, 'ltm:n:1f', ())
+    """
+
+    item: MemoryEntry | KnowledgeFact
     score: float
     explanation: ScoreExplanation
 

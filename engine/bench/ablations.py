@@ -74,11 +74,12 @@ def _measure(
         started = time.perf_counter()
         if dense_only:
             vector = c.embedder.embed([q.question], EmbedMode.QUERY)[0]
-            found = [s.entry for s in c.store.search(user, vector, SearchFilters(), k)]
+            stored = c.store.search(user, vector, SearchFilters(), k)
+            found = [s.entry.source_turn_ids for s in stored]
         else:
-            found = [h.entry for h in memory.search(q.question, user, k=k)]
+            found = [h.source_turn_ids for h in memory.search(q.question, user, k=k)]
         latencies.append((time.perf_counter() - started) * 1000)
-        delivered = {t for e in found for t in e.source_turn_ids}
+        delivered = {t for turns in found for t in turns}
         recalls.append(evidence_recall(q.evidence, delivered))
     return Row(
         label,

@@ -41,7 +41,7 @@ from tiermem.embedding.base import EmbedMode
 from tiermem.memory import Memory
 from tiermem.pipeline.read import run_search
 from tiermem.render import render_memory
-from tiermem.types import MemoryEntry, SearchFilters
+from tiermem.types import SearchFilters
 
 PROBE_USER = "latency-probe"
 
@@ -125,14 +125,14 @@ def _ask(
             assert c.ltm is not None
             vector = c.embedder.embed([q.question], EmbedMode.QUERY)[0]
             texts = [f.text for f in c.ltm.search(vector, k, c.clock.now())]
-            entries: list[MemoryEntry] = []
+            turns: set[str] = set()
         else:
             comps = replace(c, ltm=None) if variant == "MTM only" else c
             hits = run_search(comps, user, q.question, k, SearchFilters())
-            entries = [h.entry for h in hits]
-            texts = [render_memory(e) for e in entries]
+            turns = {t for h in hits for t in h.source_turn_ids}
+            texts = [render_memory(h.item) for h in hits]
         delivered = "\n".join(texts)
-        recalls.append(evidence_recall(q.evidence, {t for e in entries for t in e.source_turn_ids}))
+        recalls.append(evidence_recall(q.evidence, turns))
         coverage.append(answer_coverage(q.answer, delivered))
         tokens.append(c.tokens.count(delivered))
     return recalls, coverage, tokens

@@ -61,7 +61,7 @@ def run_path(
             began = time.perf_counter()
             answer = memory.answer(q.question, user)
             latencies.append(time.perf_counter() - began)
-            delivered = {t for h in answer.hits[:k] for t in h.entry.source_turn_ids}
+            delivered = {t for h in answer.hits[:k] for t in h.source_turn_ids}
             recalls.append(evidence_recall(q.evidence, delivered))
             tokens.append(answer.context_tokens)
         meter = memory.components.meter.snapshot()

@@ -30,7 +30,7 @@ from rich.table import Table
 from tiermem.config import TiermemConfig
 from tiermem.errors import MemoryNotFoundError, TiermemError
 from tiermem.memory import Memory
-from tiermem.types import MemoryKind, SearchFilters
+from tiermem.types import SearchFilters, Tier
 
 OPS = ("add", "search", "update", "delete")
 _WEIGHTS = (3, 5, 1, 1)  # of every 10 operations
@@ -111,9 +111,7 @@ class _Workload:
                 self._add(user, rng)
             elif op == "search":
                 hits = self.memory.search(_query(rng), user_id=user, k=5)
-                returned = [
-                    (user, h.entry.id) for h in hits if h.entry.kind != MemoryKind.KNOWLEDGE
-                ]
+                returned = [(user, h.id) for h in hits if h.tier is Tier.MTM]
                 with self._lock:
                     self.result.returned.update(returned)
             else:

@@ -195,7 +195,7 @@ class Tiermem:
         started = time.perf_counter()
         hits = self._memory.search(question, self._user, k=self._k)
         latency = time.perf_counter() - started
-        turns = tuple(dict.fromkeys(t for h in hits for t in h.entry.source_turn_ids))
+        turns = tuple(dict.fromkeys(t for h in hits for t in h.source_turn_ids))
         return Retrieved(turns, render_context(hits).splitlines(), latency)
 
     @property

@@ -49,6 +49,7 @@ class Item:
 
     id: str
     text: str  # rendered as a short fact
+    kind: str  # a node's NodeKind or an edge's Relation
     evidence: int
     first_supported: datetime
     last_supported: datetime
@@ -107,6 +108,7 @@ class KnowledgeGraph:
         return Item(
             item_id,
             self.render(item_id),
+            str(d["kind"]) if item_id.startswith("n:") else self._edges[item_id][2],
             len(d["provenance"]),
             d["first"],
             d["last"],

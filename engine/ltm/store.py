@@ -29,6 +29,7 @@ from tiermem.ltm.graph import DecayPolicy, KnowledgeGraph
 from tiermem.ltm.persist import DirectoryLock, atomic_write, discard_leftovers
 from tiermem.ltm.provenance import Provenance
 from tiermem.ltm.update import EdgeUnit, NodeUnit, UpdateCounts, apply_units
+from tiermem.types import LTM_ID_PREFIX, KnowledgeFact
 
 logger = logging.getLogger(__name__)
 
@@ -65,16 +66,30 @@ class UserState:
 
 @dataclass(frozen=True, slots=True)
 class LTMFact:
-    """A piece of knowledge found for a query, rendered as a short fact."""
+    """A piece of knowledge found for a query, rendered as a short fact, with how it was
+    reached. ``knowledge()`` is what a search hit shows of it."""
 
-    id: str
+    id: str  # the graph id ("n:..." or "e:...")
     text: str
+    kind: str  # NodeKind or Relation
     score: float  # cosine of the seed it was reached from, halved per hop
     confidence: Confidence
     evidence: int
     first_supported: datetime
     last_supported: datetime
     hops: int
+
+    def knowledge(self) -> KnowledgeFact:
+        """The fact as the read path hands it out: under its ``ltm:`` id, owned by no one."""
+        return KnowledgeFact(
+            id=LTM_ID_PREFIX + self.id,
+            text=self.text,
+            kind=self.kind,
+            evidence=self.evidence,
+            confidence=self.confidence.value,
+            first_supported=self.first_supported,
+            last_supported=self.last_supported,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +258,7 @@ class LongTermMemory:
         return LTMFact(
             item_id,
             item.text,
+            item.kind,
             score,
             self._graph.confidence(item_id, now, self.decay),
             item.evidence,

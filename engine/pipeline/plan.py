@@ -13,7 +13,7 @@ from typing import Protocol
 
 from tiermem.policy import Policy
 from tiermem.ranking import split_budget
-from tiermem.types import MemoryEntry, SearchFilters, Turn
+from tiermem.types import KnowledgeFact, MemoryEntry, SearchFilters, Tiered, Turn
 
 
 class Route(StrEnum):
@@ -124,10 +124,10 @@ class PassthroughPlanner:
 
 
 @dataclass(frozen=True, slots=True)
-class Candidate:
-    """A first-stage candidate with how it was found."""
+class Candidate(Tiered):
+    """A first-stage candidate (an MTM entry or an LTM fact) with how it was found."""
 
-    entry: MemoryEntry
+    item: MemoryEntry | KnowledgeFact
     fused: float
     components: dict[str, float] = field(default_factory=dict)
 

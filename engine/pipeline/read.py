@@ -12,7 +12,7 @@ from tiermem.embedding.base import EmbedMode, Vectors, check_vectors
 from tiermem.lexical import lexical_query
 from tiermem.pipeline.plan import Candidate, RetrievalPlan, Route, budget_plan
 from tiermem.ranking import reciprocal_rank_fusion
-from tiermem.types import MemoryEntry, MemoryKind, ScoreExplanation, SearchFilters, SearchHit, Turn
+from tiermem.types import MemoryKind, ScoreExplanation, SearchFilters, SearchHit, Tier, Turn
 
 
 def first_stage(c: Components, user_id: str, plan: RetrievalPlan) -> list[Candidate]:
@@ -38,7 +38,7 @@ def first_stage(c: Components, user_id: str, plan: RetrievalPlan) -> list[Candid
             )
             weights[f"q{i}"] = query.weight
         if searches_ltm:
-            per_query[f"q{i}:ltm"] = _ltm_candidates(c, user_id, vectors[i], ltm_budget, found)
+            per_query[f"q{i}:ltm"] = _ltm_candidates(c, vectors[i], ltm_budget, found)
             weights[f"q{i}:ltm"] = query.weight
     merged = reciprocal_rank_fusion(per_query, weights=weights)[: sum(plan.candidate_budgets)]
     candidates = []
@@ -84,24 +84,18 @@ def _mtm_candidates(
 
 
 def _ltm_candidates(
-    c: Components, user_id: str, vector: Vectors, n: int, found: dict[str, Candidate]
+    c: Components, vector: Vectors, n: int, found: dict[str, Candidate]
 ) -> list[str]:
+    """LTM facts as candidates of their own type: shared knowledge, owned by no user."""
     assert c.ltm is not None
     keys = []
-    for fact in c.ltm.search(vector, n, c.clock.now()):
-        entry = MemoryEntry(
-            id=f"ltm:{fact.id}",
-            user_id=user_id,
-            text=fact.text,
-            kind=MemoryKind.KNOWLEDGE,
-            created_at=fact.first_supported,
-            updated_at=fact.last_supported,
-            confidence=fact.confidence.value,
-        )
-        cand = found.setdefault(entry.id, Candidate(entry, 0.0, {}))
-        cand.components["ltm"] = max(cand.components.get("ltm", float("-inf")), fact.score)
+    for found_fact in c.ltm.search(vector, n, c.clock.now()):
+        fact = found_fact.knowledge()
+        cand = found.setdefault(fact.id, Candidate(fact, 0.0, {}))
+        best = cand.components.get("ltm", float("-inf"))
+        cand.components["ltm"] = max(best, found_fact.score)
         cand.components["ltm_evidence"] = float(fact.evidence)
-        keys.append(entry.id)
+        keys.append(fact.id)
     return keys
 
 
@@ -110,19 +104,19 @@ def within_tier_budget(candidates: Sequence[Candidate], k_ltm: int) -> list[Cand
     beyond the first ``k_ltm``. No selector can then keep more than ``k_ltm`` of them, and
     MTM fills the rest of ``k``.
 
-    >>> from tiermem.types import MemoryEntry, MemoryKind
+    >>> from tiermem.types import KnowledgeFact, MemoryEntry, MemoryKind
     >>> from datetime import UTC, datetime
     >>> t = datetime(2026, 1, 1, tzinfo=UTC)
-    >>> def cand(i, kind):
-    ...     return Candidate(MemoryEntry(i, "u", i, kind, t, t), 0.0)
-    >>> cs = [cand("l1", MemoryKind.KNOWLEDGE), cand("l2", MemoryKind.KNOWLEDGE),
-    ...       cand("m1", MemoryKind.TURN)]
-    >>> [x.entry.id for x in within_tier_budget(cs, 1)]
-    ['l1', 'm1']
+    >>> def fact(i):
+    ...     return Candidate(KnowledgeFact(i, i, "Concept", 1, 0.5, t, t), 0.0)
+    >>> cs = [fact("ltm:l1"), fact("ltm:l2"),
+    ...       Candidate(MemoryEntry("m1", "u", "m1", MemoryKind.TURN, t, t), 0.0)]
+    >>> [x.id for x in within_tier_budget(cs, 1)]
+    ['ltm:l1', 'm1']
     """
     kept, ltm = [], 0
     for cand in candidates:
-        if cand.entry.kind is MemoryKind.KNOWLEDGE:
+        if cand.tier is Tier.LTM:
             if ltm >= k_ltm:
                 continue
             ltm += 1
@@ -133,16 +127,16 @@ def within_tier_budget(candidates: Sequence[Candidate], k_ltm: int) -> list[Cand
 def record_access(c: Components, user_id: str, hits: Sequence[SearchHit]) -> list[SearchHit]:
     """Count one access of each MTM entry retrieved; return the hits as they now stand. An
     entry deleted since the search found it is returned as found and not counted."""
-    ids = [h.entry.id for h in hits if h.entry.kind is not MemoryKind.KNOWLEDGE]
+    ids = [h.id for h in hits if h.tier is Tier.MTM]
     if not ids:
         return list(hits)
     updates = c.store.record_access(user_id, ids, c.clock.now())
     return [
         replace(
             h,
-            entry=replace(h.entry, access_count=u.access_count, last_accessed=u.last_accessed),
+            item=replace(h.entry, access_count=u.access_count, last_accessed=u.last_accessed),
         )
-        if (u := updates.get(h.entry.id)) is not None
+        if h.tier is Tier.MTM and (u := updates.get(h.id)) is not None
         else h
         for h in hits
     ]
@@ -160,10 +154,10 @@ def relax_if_starved(
     if len(candidates) >= plan.k or plan.filters == filters:
         return candidates
     c.meter.record_event("controller", "constraints_relaxed")
-    seen = {cand.entry.id for cand in candidates}
+    seen = {cand.id for cand in candidates}
     extra = first_stage(c, user_id, replace(plan, filters=filters))
     room = sum(plan.candidate_budgets) - len(candidates)
-    return candidates + [x for x in extra if x.entry.id not in seen][:room]
+    return candidates + [x for x in extra if x.id not in seen][:room]
 
 
 def run_search(
@@ -181,7 +175,7 @@ def run_search(
     selection = c.selector.select([q.text for q in plan.queries], candidates, k)
     note = f"plan={plan.source}, selection={selection.source}"
     hits = [
-        SearchHit(cand.entry, score, ScoreExplanation({**cand.components, "selector": score}, note))
+        SearchHit(cand.item, score, ScoreExplanation({**cand.components, "selector": score}, note))
         for cand, score in selection.kept[:k]
     ]
     return record_access(c, user_id, hits)

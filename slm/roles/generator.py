@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from tiermem.errors import SLMError
 from tiermem.generator import ExtractiveGenerator
-from tiermem.render import render_memory
+from tiermem.render import context_order, render_memory
 from tiermem.slm.prompts import generator as prompt
 from tiermem.slm.roles.common import Role, RoleRuntime
 from tiermem.types import SearchHit, Turn
@@ -22,12 +22,12 @@ class SLMGenerator(Role):
     def generate(self, query: str, stm: Sequence[Turn], hits: Sequence[SearchHit]) -> str:
         if not hits:  # nothing to ground an answer on: no call, no invention
             return ExtractiveGenerator().generate(query, stm, hits)
-        ordered = sorted(hits, key=lambda h: h.entry.effective_time)
+        ordered = context_order(hits)
         today = stm[-1].timestamp.date().isoformat() if stm else "unknown"
         inp = prompt.GeneratorInput(
             question=query,
             recent_turns=[f"{t.speaker}: {t.content}" for t in stm[-self._stm_turns :]],
-            memories=[render_memory(h.entry) for h in ordered],
+            memories=[render_memory(h.item) for h in ordered],
             today=today,
         )
         try:

@@ -31,7 +31,7 @@ class SLMSelector(Role):
         if not candidates:
             return Selection((), "passthrough")
         shown = list(candidates[: prompt.MAX_CANDIDATES])
-        inp = prompt.SelectorInput(queries, [render_memory(c.entry) for c in shown], k)
+        inp = prompt.SelectorInput(queries, [render_memory(c.item) for c in shown], k)
         try:
             output = self._rt.call(
                 prompt.SPEC, prompt.build_messages(inp), prompt.schema(len(shown), k)

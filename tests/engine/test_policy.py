@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tiermem import ManualClock, Memory, MemoryKind, TiermemConfig
+from tiermem import ManualClock, Memory, Tier, TiermemConfig
 from tiermem.config import merge_overrides
 from tiermem.policy import Policy, policy_from_config
 from tiermem.slm.base import SLMRequest
@@ -103,7 +103,7 @@ def _knowledge_hits(config: TiermemConfig, clock: ManualClock) -> object:
         memory.consolidate_now()
         memory.add(chat(("user", "The weather was nice today")), "carol")
         hits = memory.search("pottery classes clay calming", "carol", k=3)
-        return [h.entry.kind for h in hits].count(MemoryKind.KNOWLEDGE)
+        return [h.tier for h in hits].count(Tier.LTM)
 
 
 Base = Callable[[Path], TiermemConfig]
@@ -196,4 +196,4 @@ def test_a_model_selector_cannot_take_more_than_the_ltm_share(
         memory.add(chat(("user", "My oven broke")), "bob")
         hits = memory.search("pottery hiking violin surfing", "bob", k=4)
     assert shown == [2]  # ceil(0.5 * 4) of the 4 facts
-    assert [h.entry.kind for h in hits] == [MemoryKind.KNOWLEDGE] * 2
+    assert [h.tier for h in hits] == [Tier.LTM] * 2

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tiermem import ManualClock, Memory, MemoryKind, MemoryNotFoundError, SearchFilters
+from tiermem import ManualClock, Memory, MemoryNotFoundError, SearchFilters, Tier
 from tiermem.errors import ConfigError, SLMTimeout, SLMUnavailable
 from tiermem.slm.base import SLMRequest
 
@@ -215,18 +215,18 @@ def test_search_returns_ltm_knowledge_beside_mtm_within_its_share(
     # Another user, who never said a word about pottery, finds the general knowledge.
     add_lines(memory, "carol", ["The weather was nice today"], speaker="Cy")
     hits = memory.search("pottery classes clay calming", "carol", k=5)
-    kinds = [h.entry.kind for h in hits]
-    assert MemoryKind.KNOWLEDGE in kinds
-    assert MemoryKind.TURN in kinds
-    assert kinds.count(MemoryKind.KNOWLEDGE) <= 2  # max_share 0.3 of k=5, rounded up
-    ltm_hit = next(h for h in hits if h.entry.kind is MemoryKind.KNOWLEDGE)
-    assert ltm_hit.entry.source_turn_ids == ()
+    tiers = [h.tier for h in hits]
+    assert Tier.LTM in tiers
+    assert Tier.MTM in tiers
+    assert tiers.count(Tier.LTM) <= 2  # max_share 0.3 of k=5, rounded up
+    ltm_hit = next(h for h in hits if h.tier is Tier.LTM)
+    assert ltm_hit.source_turn_ids == ()
     assert "ltm" in ltm_hit.explanation.components
     # A time-bounded or session-bound question is about episodes: LTM is not searched.
     bounded = memory.search(
         "pottery classes clay calming", "carol", k=5, filters=SearchFilters(since=T0)
     )
-    assert all(h.entry.kind is not MemoryKind.KNOWLEDGE for h in bounded)
+    assert all(h.tier is Tier.MTM for h in bounded)
     answer = memory.answer("pottery classes clay calming", "carol")
     assert answer.source_turns == {} or all(
         t.user_id == "carol" for t in answer.source_turns.values()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tiermem import ManualClock, Memory, MemoryKind, SearchFilters
+from tiermem import ManualClock, Memory, SearchFilters, Tier
 from tiermem.config import BackendConfig, SLMConfig
 from tiermem.pipeline.plan import TierBudgets, budget_plan
 from tiermem.slm.scripted import ScriptedBackend
@@ -56,9 +56,9 @@ def test_controller_routes_to_ltm_and_the_selector_sees_both_tiers(
         selector_prompt = backend.calls_for("selector")[-1].messages[-1].content
         assert "[general knowledge] sourdough (Concept)" in selector_prompt
         assert "oven broke" in selector_prompt  # MTM candidates beside it
-        assert [h.entry.kind for h in hits] == [MemoryKind.KNOWLEDGE]
-        assert hits[0].entry.user_id == "bob"
-        assert "alice" not in hits[0].entry.text
+        assert [h.tier for h in hits] == [Tier.LTM]
+        assert hits[0].fact.kind == "Concept"  # shared knowledge, owned by neither user
+        assert "alice" not in hits[0].text
         # The controller's "ltm" route counts fully to LTM, but LTM's share of k is capped.
         script.queue(
             "controller",
