@@ -245,8 +245,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _doctor(args, console)
         elif args.command == "config":
             from tiermem.settings import load_config
+            from tiermem.slm.registry import check_backend_kinds
 
-            console.print_json(load_config(args.config, os.environ).model_dump_json())
+            loaded = load_config(args.config, os.environ)
+            check_backend_kinds(loaded)  # kinds are registered at run time, not in the file
+            console.print_json(loaded.model_dump_json())
     except TiermemError as exc:
         console.print(f"[red]error:[/] {exc}")
         return 2

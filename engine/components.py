@@ -118,12 +118,13 @@ class _Roles:
 
 def _build_roles(config: TiermemConfig, policy: Policy, meter: Meter) -> _Roles:
     """The SLM roles the configuration turns on, model-free stages for the rest."""
-    from tiermem.slm.registry import role_runtime
+    from tiermem.slm.registry import check_backend_kinds, role_runtime
     from tiermem.slm.roles.controller import SLMController
     from tiermem.slm.roles.generator import SLMGenerator
     from tiermem.slm.roles.selector import SLMSelector
     from tiermem.slm.roles.writer import SLMWriter
 
+    check_backend_kinds(config)  # a misspelt kind fails here, even on a role that is off
     slm = config.slm
     pool = BackendPool(slm.models_dir)
     controller = role_runtime(slm, slm.controller, pool, meter)

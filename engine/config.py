@@ -8,8 +8,9 @@ read only at the edge (``tiermem.settings``, used by the CLI and the service).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from tiermem.errors import ConfigError
@@ -61,14 +62,24 @@ class STMConfig(_Section):
     max_turns: int = Field(default=32, gt=0)
 
 
+# The model each backend kind uses when none is named; a kind not listed here (``openai``,
+# or one a test registers) must name its model.
+DEFAULT_BACKEND_MODELS: Final[Mapping[str, str]] = {
+    "llamacpp": "qwen0.5b",
+    "ollama": "llama3.2:1b-instruct-q4_K_M",
+}
+
+
 class BackendConfig(_Section):
     """How to reach a model. ``none`` means no model: the model-free stages run instead.
 
-    ``model`` is an alias (``smollm2``, ``qwen0.5b``, ``qwen1.5b``) or a GGUF path for
+    ``kind`` names a backend in ``tiermem.slm.registry`` (``llamacpp``, ``ollama``,
+    ``openai``); a kind nothing registered is refused when a backend is built, naming the known
+    kinds. ``model`` is an alias (``smollm2``, ``qwen0.5b``, ``qwen1.5b``) or a GGUF path for
     ``llamacpp``, an Ollama tag for ``ollama``, a served model name for ``openai``.
     """
 
-    kind: Literal["none", "llamacpp", "ollama", "openai", "scripted"] = "none"
+    kind: str = Field(default="none", pattern=r"^[a-z][a-z0-9_.-]{0,63}$")
     model: str = ""  # empty: the kind's default (qwen0.5b; llama3.2:1b-instruct-q4_K_M)
     host: str = "http://127.0.0.1:11434"
     keep_alive: str = "30m"
@@ -86,13 +97,10 @@ class BackendConfig(_Section):
         if not isinstance(data, dict):
             return data
         kind = data.get("kind", "none")
+        if not isinstance(kind, str):
+            return data  # the field's own validation reports it
         if not data.get("model"):
-            defaults = {
-                "llamacpp": "qwen0.5b",
-                "ollama": "llama3.2:1b-instruct-q4_K_M",
-                "scripted": "scripted",
-                "none": "",
-            }
+            defaults = {**DEFAULT_BACKEND_MODELS, "none": ""}
             if kind not in defaults:
                 raise ValueError(f"slm backend kind {kind!r} needs a model name")
             data = {**data, "model": defaults[kind]}

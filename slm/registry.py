@@ -1,12 +1,20 @@
-"""Build backends and roles from configuration. Each backend module is imported on use, so
-an SDK that a deployment does not use never loads."""
+"""Build backends and roles from configuration.
+
+Backends live in a registry: kind -> factory, as embedders do. Each factory imports its
+backend module on use, so an SDK that a deployment does not use never loads. Production
+registers ``llamacpp``, ``ollama`` and ``openai``; tests register their fakes here too
+(``registered_backend``), so the real pool and roles run against them.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from pydantic import BaseModel
 from tiermem.config import BackendConfig, RoleConfig, SLMConfig
-from tiermem.errors import ConfigError
+from tiermem.errors import ConfigError, UnknownProviderError
 from tiermem.slm.base import SLMBackend
 from tiermem.slm.meter import Meter
 from tiermem.slm.roles.common import RoleRuntime
@@ -14,44 +22,110 @@ from tiermem.slm.roles.common import RoleRuntime
 ONLINE = "online"  # the online roles: controller, selector, writer, generator
 CONSOLIDATION = "consolidation"  # the offline job
 
+# (config, models directory, owner) -> backend. ``owner`` is who the backend serves (ONLINE or
+# CONSOLIDATION): an in-process model gives each owner its own context.
+BackendFactory = Callable[[BackendConfig, Path, str], SLMBackend]
+
+
+def _llamacpp(config: BackendConfig, models_dir: Path, owner: str) -> SLMBackend:
+    from tiermem.slm.llamacpp import LlamaCppBackend
+    from tiermem.slm.models import resolve_model
+
+    return LlamaCppBackend(
+        resolve_model(config.model, models_dir),
+        n_ctx=config.n_ctx,
+        n_threads=config.n_threads,
+        pool=owner,
+    )
+
+
+def _ollama(config: BackendConfig, models_dir: Path, owner: str) -> SLMBackend:
+    from tiermem.slm.ollama_backend import OllamaBackend
+
+    return OllamaBackend(
+        config.model,
+        host=config.host,
+        keep_alive=config.keep_alive,
+        timeout_s=config.request_timeout_s,
+    )
+
+
+def _openai(config: BackendConfig, models_dir: Path, owner: str) -> SLMBackend:
+    from tiermem.slm.openai_backend import OpenAIBackend
+
+    return OpenAIBackend(
+        config.model,
+        base_url=config.base_url,
+        api_key=config.api_key,
+        timeout_s=config.request_timeout_s,
+        response_format=config.response_format,
+    )
+
+
+_FACTORIES: dict[str, BackendFactory] = {
+    "llamacpp": _llamacpp,
+    "ollama": _ollama,
+    "openai": _openai,
+}
+NO_MODEL = "none"  # the kind that means "no backend": the model-free stages run
+
+
+def backend_kinds() -> list[str]:
+    """The kinds a ``BackendConfig`` can name now, ``none`` included."""
+    return sorted([NO_MODEL, *_FACTORIES])
+
+
+def register_backend(name: str, factory: BackendFactory) -> None:
+    """Make ``name`` usable as ``BackendConfig.kind`` (tests register their fakes this way).
+    ``none`` is not a backend and cannot be registered."""
+    if name == NO_MODEL:
+        raise ConfigError(f"backend kind {NO_MODEL!r} means no model and cannot be registered")
+    _FACTORIES[name] = factory
+
+
+def unregister_backend(name: str) -> None:
+    """Forget ``name``; a configuration naming it is refused again."""
+    _FACTORIES.pop(name, None)
+
+
+@contextmanager
+def registered_backend(name: str, factory: BackendFactory) -> Iterator[None]:
+    """``name`` builds with ``factory`` inside the block; what it built before comes back
+    after (nothing, for a new name)."""
+    previous = _FACTORIES.get(name)
+    register_backend(name, factory)
+    try:
+        yield
+    finally:
+        if previous is None:
+            unregister_backend(name)
+        else:
+            _FACTORIES[name] = previous
+
 
 def build_backend(config: BackendConfig, models_dir: Path, owner: str = ONLINE) -> SLMBackend:
-    """The backend ``config.kind`` names (``none`` has no backend and is refused here).
-    ``owner`` picks the in-process model context a ``llamacpp`` backend uses."""
-    if config.kind == "llamacpp":
-        from tiermem.slm.llamacpp import LlamaCppBackend
-        from tiermem.slm.models import resolve_model
+    """The backend ``config.kind`` names. ``none`` has no backend and is refused here, as is
+    a kind nothing registered (``UnknownProviderError``, naming the known kinds). ``owner``
+    picks the in-process model context a ``llamacpp`` backend uses."""
+    if config.kind == NO_MODEL:
+        raise ConfigError(f"backend kind {NO_MODEL!r} has no model to call")
+    factory = _FACTORIES.get(config.kind)
+    if factory is None:
+        raise UnknownProviderError("slm backend", config.kind, backend_kinds())
+    return factory(config, models_dir, owner)
 
-        return LlamaCppBackend(
-            resolve_model(config.model, models_dir),
-            n_ctx=config.n_ctx,
-            n_threads=config.n_threads,
-            pool=owner,
-        )
-    if config.kind == "ollama":
-        from tiermem.slm.ollama_backend import OllamaBackend
 
-        return OllamaBackend(
-            config.model,
-            host=config.host,
-            keep_alive=config.keep_alive,
-            timeout_s=config.request_timeout_s,
-        )
-    if config.kind == "openai":
-        from tiermem.slm.openai_backend import OpenAIBackend
-
-        return OpenAIBackend(
-            config.model,
-            base_url=config.base_url,
-            api_key=config.api_key,
-            timeout_s=config.request_timeout_s,
-            response_format=config.response_format,
-        )
-    if config.kind == "scripted":
-        from tiermem.slm.scripted import ScriptedBackend
-
-        return ScriptedBackend()
-    raise ConfigError(f"backend kind {config.kind!r} has no model to call")
+def check_backend_kinds(config: BaseModel) -> None:
+    """Refuse a configuration with a backend kind nothing registered, wherever it sits (a
+    role's own backend, the consolidation's), even one that a disabled role would never
+    build. The config file loader cannot check this alone: kinds are registered at run time."""
+    for name in type(config).model_fields:
+        value = getattr(config, name)
+        if isinstance(value, BackendConfig):
+            if value.kind != NO_MODEL and value.kind not in _FACTORIES:
+                raise UnknownProviderError("slm backend", value.kind, backend_kinds())
+        elif isinstance(value, BaseModel):
+            check_backend_kinds(value)
 
 
 class BackendPool:
@@ -64,7 +138,7 @@ class BackendPool:
     def get(self, config: BackendConfig, owner: str = ONLINE) -> SLMBackend:
         """The backend for ``config``. An in-process model context answers one call at a time,
         so each owner gets its own and the online roles never wait behind a consolidation
-        call; the other kinds are clients of a server (or the scripted fake), shared by all."""
+        call; the other kinds are clients of a server (or a test's fake), shared by all."""
         key = f"{owner if config.kind == 'llamacpp' else ''}\x1f{config.model_dump_json()}"
         if key not in self._built:
             self._built[key] = build_backend(config, self._models_dir, owner)
@@ -80,6 +154,6 @@ def role_runtime(
 ) -> RoleRuntime | None:
     """The runtime of a role, or ``None`` when the role is off or no model is configured."""
     backend = role.backend or slm.backend
-    if not role.enabled or backend.kind == "none":
+    if not role.enabled or backend.kind == NO_MODEL:
         return None
     return RoleRuntime(pool.get(backend), meter, role.timeout_s, role.temperature, role.max_tokens)

@@ -1,8 +1,17 @@
 """A scripted backend for tests: returns queued outputs and records every request.
 
-It is registered like the real backends (``kind = "scripted"``), so the real role code runs.
-An output may be a string, a ``dict`` (sent as JSON), an exception to raise, or a function
-of the request (for outputs that depend on the prompt).
+Production does not register it: a test registers it as a backend kind through
+``tiermem.slm.registry.registered_backend`` (the suite's ``scripted_models`` fixture does), so
+the real pool and role code run against it. An output may be a string, a ``dict`` (sent as
+JSON), an exception to raise, or a function of the request (for outputs that depend on the
+prompt).
+
+>>> from tiermem.slm.base import ChatMessage, SLMRequest
+>>> backend = ScriptedBackend([{"answer": "Lisbon"}])
+>>> backend.complete(SLMRequest("generator", [ChatMessage("user", "Where?")], {}, 8)).text
+'{"answer": "Lisbon"}'
+>>> [r.task for r in backend.requests]
+['generator']
 """
 
 from __future__ import annotations

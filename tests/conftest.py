@@ -10,6 +10,9 @@ from pathlib import Path
 import pytest
 from tiermem import ManualClock, Memory, TiermemConfig
 from tiermem.config import JournalConfig, MTMConfig
+from tiermem.slm.registry import registered_backend
+
+from tests.fakes.scripted import KIND, ScriptedModels
 
 # Real-model tests run in a child process each: a model that dies with SIGILL fails one test.
 pytest_plugins = ["pytester", "tests.isolation"]
@@ -22,6 +25,15 @@ MemoryFactory = Callable[..., Memory]
 @pytest.fixture
 def clock() -> ManualClock:
     return ManualClock(T0)
+
+
+@pytest.fixture
+def scripted_models() -> Iterator[ScriptedModels]:
+    """Backend kind ``scripted``, registered for this test only: a config naming it gets the
+    fake of its model name, which the test scripts by that name."""
+    models = ScriptedModels()
+    with registered_backend(KIND, models.build):
+        yield models
 
 
 def config_for(location: str, tmp_path: Path) -> TiermemConfig:

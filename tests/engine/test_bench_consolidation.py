@@ -7,29 +7,17 @@ import json
 from pathlib import Path
 
 from rich.console import Console
-from tiermem import Memory
 from tiermem.bench.consolidation import PROBE_USER, answer_coverage, run
-from tiermem.slm.scripted import ScriptedBackend
 
 from tests.engine.test_bench_locomo import FIXTURE
+from tests.fakes.scripted import KIND, ScriptedModels
 
 
-def _script(memory: Memory) -> None:
-    pool = memory.components.pool
-    assert pool is not None
-    backend = pool.get(memory.config.ltm.consolidation.backend)
-    assert isinstance(backend, ScriptedBackend)
-    backend.respond_with(
-        {
-            "nodes": [
-                {"name": "cat", "kind": "Concept", "text": "a pet", "action": "insert", "anchor": 0}
-            ],
-            "edges": [],
-        }
-    )
-
-
-def test_the_suite_runs_end_to_end_on_a_fixture(tmp_path: Path) -> None:
+def test_the_suite_runs_end_to_end_on_a_fixture(
+    tmp_path: Path, scripted_models: ScriptedModels
+) -> None:
+    node = {"name": "cat", "kind": "Concept", "text": "a pet", "action": "insert", "anchor": 0}
+    scripted_models.serve("consolidator", {"nodes": [node], "edges": []})
     data = tmp_path / "fx.json"
     data.write_text(json.dumps(FIXTURE))
     result = run(
@@ -47,9 +35,8 @@ def test_the_suite_runs_end_to_end_on_a_fixture(tmp_path: Path) -> None:
         probes=3,
         overrides={
             "embedder": {"provider": "hash", "model": "hash-384"},
-            "ltm": {"consolidation": {"backend": {"kind": "scripted", "model": "scripted"}}},
+            "ltm": {"consolidation": {"backend": {"kind": KIND, "model": "consolidator"}}},
         },
-        prepare=_script,
     )
     assert [r["entries"] for r in result["runs"]] == [2, 1]  # 3 turns in batches of 2
     assert result["turns"] == 3

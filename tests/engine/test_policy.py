@@ -15,10 +15,10 @@ from tiermem import ManualClock, Memory, Tier, TiermemConfig
 from tiermem.config import merge_overrides
 from tiermem.policy import Policy, policy_from_config
 from tiermem.slm.base import SLMRequest
-from tiermem.slm.scripted import ScriptedBackend
 
 from tests.conftest import chat
-from tests.offline.conftest import ltm_config, one_node_per_memory, scripted
+from tests.fakes.scripted import KIND, ScriptedModels
+from tests.offline.conftest import ltm_config, one_node_per_memory
 from tests.slm.conftest import Script, entry, numbered, slm_config
 
 FACTS = [
@@ -31,37 +31,44 @@ FACTS = [
 ]
 
 
-def _open(config: TiermemConfig, clock: ManualClock, script: Script | None = None) -> Memory:
-    memory = Memory(config, clock=clock)
+def _open(
+    config: TiermemConfig, clock: ManualClock, models: ScriptedModels, script: Script | None = None
+) -> Memory:
+    """A memory whose scripted models (the online roles' and the consolidation's) answer with
+    ``script``."""
     if script is not None:
-        pool = memory.components.pool
-        assert pool is not None
-        backend = pool.get(config.slm.backend)  # the registry built it; the test scripts it
-        assert isinstance(backend, ScriptedBackend)
-        backend.respond_with(script)
-    return memory
+        for backend in (config.slm.backend, config.ltm.consolidation.backend):
+            if backend.kind == KIND:
+                models.serve(backend.model, script)
+    return Memory(config, clock=clock)
 
 
-def _entries_after_a_near_repeat(config: TiermemConfig, clock: ManualClock) -> object:
+def _entries_after_a_near_repeat(
+    config: TiermemConfig, clock: ManualClock, models: ScriptedModels
+) -> object:
     script = Script()
     script.queue(
         "writer",
         {"entries": [entry("Maya's sister Ines runs a bakery in Lisbon.", 1)]},
         {"entries": [entry("Maya's sister Ines runs a bakery in Lisbon now.", 1)]},
     )
-    with _open(config, clock, script) as memory:
+    with _open(config, clock, models, script) as memory:
         memory.add(chat(("user", "My sister Ines runs a bakery in Lisbon.")), "maya")
         memory.add(chat(("user", "Ines still runs that bakery.")), "maya")
         return [e.text for e in memory.get_all("maya")]
 
 
-def _entries_kept_of_six(config: TiermemConfig, clock: ManualClock) -> object:
-    with _open(config, clock) as memory:
+def _entries_kept_of_six(
+    config: TiermemConfig, clock: ManualClock, models: ScriptedModels
+) -> object:
+    with _open(config, clock, models) as memory:
         memory.add(chat(*[("user", f) for f in FACTS]), "u")
         return len(memory.get_all("u"))
 
 
-def _candidates_shown_to_the_selector(config: TiermemConfig, clock: ManualClock) -> object:
+def _candidates_shown_to_the_selector(
+    config: TiermemConfig, clock: ManualClock, models: ScriptedModels
+) -> object:
     script, shown = Script(), []
 
     def count(request: SLMRequest) -> dict[str, list[int]]:
@@ -69,36 +76,41 @@ def _candidates_shown_to_the_selector(config: TiermemConfig, clock: ManualClock)
         return {"supporting": [1]}
 
     script.on("selector", count)
-    with _open(config, clock, script) as memory:
+    with _open(config, clock, models, script) as memory:
         memory.add(chat(*[("user", f) for f in FACTS]), "u")
         memory.search("Lisbon", "u", k=1)
     return shown
 
 
-def _hits_when_the_selector_keeps_none(config: TiermemConfig, clock: ManualClock) -> object:
+def _hits_when_the_selector_keeps_none(
+    config: TiermemConfig, clock: ManualClock, models: ScriptedModels
+) -> object:
     script = Script()
     script.on("selector", lambda r: {"supporting": []})
-    with _open(config, clock, script) as memory:
+    with _open(config, clock, models, script) as memory:
         memory.add(chat(*[("user", f) for f in FACTS]), "u")
         return len(memory.search("Lisbon", "u", k=3))
 
 
-def _superseded_by_an_update(config: TiermemConfig, clock: ManualClock) -> object:
+def _superseded_by_an_update(
+    config: TiermemConfig, clock: ManualClock, models: ScriptedModels
+) -> object:
     script = Script()
     script.queue(
         "writer",
         {"entries": [entry("Maya is vegetarian.", 1, kind="preference")]},
         {"entries": [entry("Maya eats fish again.", 1, replaces=1)]},
     )
-    with _open(config, clock, script) as memory:
+    with _open(config, clock, models, script) as memory:
         memory.add(chat(("user", "I'm vegetarian.")), "maya")
         result = memory.add(chat(("user", "I eat fish again."), start=clock.now()), "maya")
         return [old.text for old in result.superseded]
 
 
-def _knowledge_hits(config: TiermemConfig, clock: ManualClock) -> object:
-    with _open(config, clock) as memory:
-        scripted(memory).respond_with(one_node_per_memory)
+def _knowledge_hits(config: TiermemConfig, clock: ManualClock, models: ScriptedModels) -> object:
+    script = Script()
+    script.on("consolidator", one_node_per_memory)
+    with _open(config, clock, models, script) as memory:
         memory.add(chat(("user", "I started pottery classes, clay is calming")), "alice")
         memory.consolidate_now()
         memory.add(chat(("user", "The weather was nice today")), "carol")
@@ -107,7 +119,7 @@ def _knowledge_hits(config: TiermemConfig, clock: ManualClock) -> object:
 
 
 Base = Callable[[Path], TiermemConfig]
-Observe = Callable[[TiermemConfig, ManualClock], object]
+Observe = Callable[[TiermemConfig, ManualClock, ScriptedModels], object]
 
 
 def _model_free(tmp_path: Path) -> TiermemConfig:
@@ -160,24 +172,26 @@ def test_every_policy_field_has_a_case() -> None:
 
 
 @pytest.mark.parametrize("field", sorted(CASES))
-def test_each_setting_changes_behaviour(field: str, tmp_path: Path, clock: ManualClock) -> None:
+def test_each_setting_changes_behaviour(
+    field: str, tmp_path: Path, clock: ManualClock, scripted_models: ScriptedModels
+) -> None:
     make_base, (section, key), values, observe = CASES[field]
     seen = []
     for i, value in enumerate(values):
         config = merge_overrides(make_base(tmp_path / str(i)), {section: {key: value}})
         assert getattr(policy_from_config(config), field) == value
-        seen.append(observe(config, clock))
+        seen.append(observe(config, clock, scripted_models))
     assert seen[0] != seen[1], f"{section}.{key} = {values} made no difference: {seen[0]}"
 
 
 def test_a_model_selector_cannot_take_more_than_the_ltm_share(
-    tmp_path: Path, clock: ManualClock
+    tmp_path: Path, clock: ManualClock, scripted_models: ScriptedModels
 ) -> None:
     """The share is enforced once, before selection: the selector is never shown more LTM
     facts than the share allows, so even a model that keeps every fact keeps at most that."""
     config = merge_overrides(
         ltm_config(tmp_path),
-        {"slm": {"backend": {"kind": "scripted"}, "writer": {"enabled": False}}},
+        {"slm": {"backend": {"kind": KIND, "model": "scripted"}, "writer": {"enabled": False}}},
     )
     config = merge_overrides(config, {"ltm": {"max_share": 0.5}})
     script, shown = Script(), []
@@ -189,7 +203,7 @@ def test_a_model_selector_cannot_take_more_than_the_ltm_share(
 
     script.on("selector", keep_all_knowledge)
     script.on("consolidator", one_node_per_memory)
-    with _open(config, clock, script) as memory:
+    with _open(config, clock, scripted_models, script) as memory:
         hobbies = ["clay pottery", "mountain hiking", "playing violin", "ocean surfing"]
         memory.add(chat(*[("user", f"I love {h}") for h in hobbies]), "alice")
         assert memory.consolidate_now().counts.inserted == 4

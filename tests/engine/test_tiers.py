@@ -27,21 +27,22 @@ from tiermem.render import render_context
 from tiermem.types import ScoreExplanation
 
 from tests.conftest import chat
-from tests.offline.conftest import ltm_config, one_node_per_memory, scripted
+from tests.fakes.scripted import ScriptedModels
+from tests.offline.conftest import MODEL, ltm_config, one_node_per_memory
 
 QUERY = "pottery classes clay calming"
 
 
 def _seed(memory: Memory) -> None:
     """Alice's pottery becomes shared knowledge; Carol has memories of her own about it."""
-    scripted(memory).respond_with(one_node_per_memory)
     memory.add(chat(("user", "I started pottery classes, clay is calming")), "alice")
     memory.consolidate_now()
     memory.add(chat(("user", "My pottery classes start on Monday"), speaker="Cy"), "carol")
 
 
 @pytest.fixture
-def memory(tmp_path: Path, clock: ManualClock) -> Iterator[Memory]:
+def memory(tmp_path: Path, clock: ManualClock, scripted_models: ScriptedModels) -> Iterator[Memory]:
+    scripted_models.serve(MODEL, one_node_per_memory)
     with Memory(ltm_config(tmp_path), clock=clock) as m:
         _seed(m)
         yield m
@@ -132,8 +133,10 @@ def test_answer_cites_source_turns_of_the_users_own_hits_only(memory: Memory) ->
 
 
 def test_the_async_face_tells_tiers_and_refuses_ltm_ids_alike(
-    tmp_path: Path, clock: ManualClock
+    tmp_path: Path, clock: ManualClock, scripted_models: ScriptedModels
 ) -> None:
+    scripted_models.serve(MODEL, one_node_per_memory)
+
     async def run() -> tuple[list[Tier], type[BaseException]]:
         async with AsyncMemory(ltm_config(tmp_path), clock=clock) as memory:
             _seed(memory.sync)

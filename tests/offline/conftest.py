@@ -1,7 +1,9 @@
-"""Memories with LTM on, the consolidation model scripted through the real registry."""
+"""Memories with LTM on, the consolidation model a ``scripted`` backend: registered for the
+test, built by the real registry and pool, scripted by its model name."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -13,17 +15,22 @@ from pydantic import SecretStr
 from tiermem import ManualClock, Memory, TiermemConfig
 from tiermem.config import BackendConfig, ConsolidationConfig, LTMConfig
 from tiermem.slm.base import SLMRequest
+from tiermem.slm.registry import build_backend
 from tiermem.slm.scripted import ScriptedBackend
 
 from tests.conftest import config_for
+from tests.fakes.scripted import KIND, ScriptedModels
 
 SECRET = SecretStr("5e" * 16)
 
 
-def ltm_config(tmp_path: Path, **consolidation: Any) -> TiermemConfig:
+MODEL = "scripted"  # the consolidation model's name, unless make_ltm_memory names another
+
+
+def ltm_config(tmp_path: Path, model: str = MODEL, **consolidation: Any) -> TiermemConfig:
     base = config_for("path", tmp_path)
     settings: dict[str, Any] = {
-        "backend": BackendConfig(kind="scripted"),
+        "backend": BackendConfig(kind=KIND, model=model),
         "interval_minutes": 0.0,
         **consolidation,
     }
@@ -74,14 +81,19 @@ Handler = Callable[[SLMRequest], Any]
 
 
 @pytest.fixture
-def make_ltm_memory(tmp_path: Path, clock: ManualClock) -> Iterator[Callable[..., Memory]]:
+def make_ltm_memory(
+    tmp_path: Path, clock: ManualClock, scripted_models: ScriptedModels
+) -> Iterator[Callable[..., Memory]]:
+    """Each memory calls a consolidation model of its own (a fresh model name), answering
+    with ``handler`` when given."""
     opened: list[Memory] = []
+    names = (f"consolidator-{i}" for i in itertools.count(1))
 
     def make(handler: Handler | None = None, **consolidation: Any) -> Memory:
-        config = ltm_config(tmp_path, **consolidation)
-        memory = Memory(config, clock=clock)
+        model = next(names)
         if handler is not None:
-            scripted(memory).respond_with(handler)
+            scripted_models.serve(model, handler)
+        memory = Memory(ltm_config(tmp_path, model, **consolidation), clock=clock)
         opened.append(memory)
         return memory
 
@@ -91,9 +103,9 @@ def make_ltm_memory(tmp_path: Path, clock: ManualClock) -> Iterator[Callable[...
 
 
 def scripted(memory: Memory) -> ScriptedBackend:
-    pool = memory.components.pool
-    assert pool is not None
-    backend = pool.get(memory.config.ltm.consolidation.backend)
+    """The consolidation model ``memory``'s config names, as the registry hands it out (the
+    ``scripted_models`` fixture registers the kind; each model name is one fake)."""
+    backend = build_backend(memory.config.ltm.consolidation.backend, Path("."))
     assert isinstance(backend, ScriptedBackend)
     return backend
 

@@ -35,6 +35,7 @@ def _shared_mtm(tmp_path: Path) -> TiermemConfig:
     return config.model_copy(update={"mtm": MTMConfig(location="memory")})
 
 
+@pytest.mark.usefixtures("scripted_models")  # the consolidation model ltm_config names
 def test_a_second_memory_on_the_same_ltm_refuses_to_start(
     tmp_path: Path, clock: ManualClock
 ) -> None:

@@ -8,25 +8,27 @@ from pathlib import Path
 from tiermem import ManualClock, Memory, SearchFilters, Tier
 from tiermem.config import BackendConfig, SLMConfig
 from tiermem.pipeline.plan import TierBudgets, budget_plan
-from tiermem.slm.scripted import ScriptedBackend
 
 from tests.conftest import chat
-from tests.offline.conftest import ltm_config, node, units
+from tests.fakes.scripted import KIND, ScriptedModels
+from tests.offline.conftest import MODEL, ltm_config, node, units
 from tests.slm.conftest import Script, numbered
 
 
 def test_controller_routes_to_ltm_and_the_selector_sees_both_tiers(
-    tmp_path: Path, clock: ManualClock
+    tmp_path: Path, clock: ManualClock, scripted_models: ScriptedModels
 ) -> None:
     script = Script()
-    config = ltm_config(tmp_path)
+    backend = scripted_models.serve(MODEL, script)  # one scripted model serves every task
+    config = ltm_config(tmp_path, MODEL)
     config = config.model_copy(
-        update={"slm": SLMConfig(backend=BackendConfig(kind="scripted"), writer={"enabled": False})}
+        update={
+            "slm": SLMConfig(
+                backend=BackendConfig(kind=KIND, model=MODEL), writer={"enabled": False}
+            )
+        }
     )
     with Memory(config, clock=clock) as memory:
-        backend = memory.components.pool.get(BackendConfig(kind="scripted"))  # type: ignore[union-attr]
-        assert isinstance(backend, ScriptedBackend)
-        backend.respond_with(script)  # one scripted model serves every task
         script.on(
             "consolidator",
             lambda r: units([node("sourdough", "bread leavened by a starter culture")]),

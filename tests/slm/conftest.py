@@ -1,4 +1,5 @@
-"""A memory whose roles all run on the scripted backend, built through the real registry."""
+"""A memory whose roles all run on the scripted backend: registered as backend kind
+``scripted`` for the test, built by the real registry and pool, scripted by model name."""
 
 from __future__ import annotations
 
@@ -12,6 +13,10 @@ from tiermem.config import BackendConfig, GeneratorConfig, MTMConfig, SLMConfig
 from tiermem.slm.base import SLMRequest
 from tiermem.slm.scripted import ScriptedBackend
 
+from tests.fakes.scripted import KIND, ScriptedModels
+
+MODEL = "scripted"  # the model name the online roles call
+
 Handler = Callable[[SLMRequest], dict[str, Any] | str]
 
 
@@ -19,7 +24,7 @@ def slm_config(capacity: int = 10_000, **slm: Any) -> TiermemConfig:
     base = TiermemConfig.for_tests()
     return base.model_copy(
         update={
-            "slm": SLMConfig(backend=BackendConfig(kind="scripted"), **slm),
+            "slm": SLMConfig(backend=BackendConfig(kind=KIND, model=MODEL), **slm),
             "generator": GeneratorConfig(kind="model"),
             "mtm": MTMConfig(location="memory", capacity=capacity),
         }
@@ -80,18 +85,20 @@ def script() -> Script:
 
 
 @pytest.fixture
-def make_slm_memory(script: Script, clock: ManualClock) -> Iterator[Callable[..., Memory]]:
+def slm_backend(scripted_models: ScriptedModels, script: Script) -> ScriptedBackend:
+    """The model the roles of ``make_slm_memory`` call: it answers with ``script`` and keeps
+    every request."""
+    return scripted_models.serve(MODEL, script)
+
+
+@pytest.fixture
+def make_slm_memory(
+    slm_backend: ScriptedBackend, clock: ManualClock
+) -> Iterator[Callable[..., Memory]]:
     opened: list[Memory] = []
 
     def make(capacity: int = 10_000, **slm: Any) -> Memory:
         memory = Memory(slm_config(capacity, **slm), clock=clock)
-        c = memory.components
-        role = next(
-            r for r in (c.extractor, c.planner, c.selector, c.generator) if hasattr(r, "runtime")
-        )
-        backend = role.runtime.backend
-        assert isinstance(backend, ScriptedBackend)
-        backend.respond_with(script)  # the registry built it; the test scripts it
         opened.append(memory)
         return memory
 

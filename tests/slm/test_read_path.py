@@ -10,6 +10,7 @@ from tiermem import Memory
 from tiermem.errors import SLMTimeout, SLMUnavailable
 from tiermem.pipeline.plan import PlanIntent, PlannedQuery, Route, TierBudgets, budget_plan
 from tiermem.policy import Policy
+from tiermem.slm.scripted import ScriptedBackend
 from tiermem.types import SearchFilters
 
 from tests.conftest import chat
@@ -68,13 +69,15 @@ def test_plan_keeps_the_users_words_and_adds_resolved_queries(
     assert hits[0].explanation.note.startswith("plan=model")
 
 
-def test_controller_sees_stm_and_today(reader: Memory, script: Script) -> None:
+def test_controller_sees_stm_and_today(
+    reader: Memory, script: Script, slm_backend: ScriptedBackend
+) -> None:
     seen: list[str] = []
     script.on("controller", lambda r: seen.append(user_prompt(r)) or plan("she said"))
     reader.add(chat(("user", "Ines called me today.")), user_id="maya", session_id="s9")
     reader.search("what did she say", "maya", session_id="s9")
     assert "Ana: Ines called me today." in seen[0]
-    system = reader.components.planner.runtime.backend.calls_for("controller")[0]  # type: ignore[attr-defined]
+    system = slm_backend.calls_for("controller")[0]
     assert "Today is 2026-03-02" in system.messages[0].content
 
 
@@ -103,7 +106,9 @@ def test_controller_dates_become_filters_and_bad_dates_are_dropped(
     assert "inverted" in inverted.notes[0]
 
 
-def test_budget_arithmetic_2k_candidates_k_kept(reader: Memory, script: Script) -> None:
+def test_budget_arithmetic_2k_candidates_k_kept(
+    reader: Memory, script: Script, slm_backend: ScriptedBackend
+) -> None:
     intent = PlanIntent(
         (
             PlannedQuery("a", Route.MTM, 3.0),
@@ -121,7 +126,7 @@ def test_budget_arithmetic_2k_candidates_k_kept(reader: Memory, script: Script) 
     script.on("selector", lambda r: {"supporting": [1, 2, 3, 4]})
     hits = reader.search("Lisbon", "maya", k=2)
     assert len(hits) == 2  # the selector can never keep more than K
-    selector_request = reader.components.selector.runtime.backend.calls_for("selector")[-1]  # type: ignore[attr-defined]
+    selector_request = slm_backend.calls_for("selector")[-1]
     assert selector_request.json_schema["properties"]["supporting"]["maxItems"] == 2
     numbers = selector_request.json_schema["properties"]["supporting"]["items"]["enum"]
     assert len(numbers) <= 4  # at most 2K candidates were shown
@@ -226,12 +231,12 @@ def test_routes_to_ltm_search_mtm_until_ltm_exists(reader: Memory, script: Scrip
 
 
 def test_answer_uses_the_model_generator_and_falls_back_to_extractive(
-    reader: Memory, script: Script
+    reader: Memory, script: Script, slm_backend: ScriptedBackend
 ) -> None:
     script.queue("generator", {"answer": "You fly on 9 October."})
     result = reader.answer("When do I fly?", "maya")
     assert result.text == "You fly on 9 October."
-    gen_request = reader.components.generator.runtime.backend.calls_for("generator")[-1]  # type: ignore[attr-defined]
+    gen_request = slm_backend.calls_for("generator")[-1]
     assert "TP1351" in user_prompt(gen_request)
     script.queue("generator", SLMTimeout("generator", "slow"))
     fallback = reader.answer("When do I fly?", "maya")

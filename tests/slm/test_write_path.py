@@ -10,6 +10,7 @@ import pytest
 from tiermem import AuditOp, ManualClock, Memory, SearchFilters
 from tiermem.errors import SLMTimeout
 from tiermem.slm.roles.writer import restates
+from tiermem.slm.scripted import ScriptedBackend
 from tiermem.types import MemoryKind
 
 from tests.conftest import T0, chat
@@ -24,11 +25,9 @@ def writer_memory(make_slm_memory: Callable[..., Memory]) -> Memory:
     )
 
 
-def _writer_calls(memory: Memory) -> list[object]:
-    return memory.components.extractor.runtime.backend.calls_for("writer")  # type: ignore[attr-defined,no-any-return]
-
-
-def test_small_talk_costs_no_model_call(writer_memory: Memory) -> None:
+def test_small_talk_costs_no_model_call(
+    writer_memory: Memory, slm_backend: ScriptedBackend
+) -> None:
     result = writer_memory.add(
         chat(
             ("user", "Hi!"),
@@ -38,7 +37,7 @@ def test_small_talk_costs_no_model_call(writer_memory: Memory) -> None:
         ),
         user_id="maya",
     )
-    assert _writer_calls(writer_memory) == []
+    assert slm_backend.calls_for("writer") == []
     assert result.entries == ()
     assert len(result.skipped_turn_ids) == 4
     assert len(writer_memory.working_memory("maya")) == 4
@@ -47,7 +46,7 @@ def test_small_talk_costs_no_model_call(writer_memory: Memory) -> None:
 
 
 def test_writer_entries_carry_their_source_turns_kind_and_date(
-    writer_memory: Memory, script: Script
+    writer_memory: Memory, script: Script, slm_backend: ScriptedBackend
 ) -> None:
     script.queue(
         "writer",
@@ -78,7 +77,7 @@ def test_writer_entries_carry_their_source_turns_kind_and_date(
     assert first.source_turn_ids == (result.turns[0].turn_id, result.turns[1].turn_id)
     assert first.event_time == datetime(2026, 10, 9, 12, tzinfo=UTC)
     assert second.event_time == result.turns[2].timestamp  # no date given: when it was said
-    request = _writer_calls(writer_memory)[0]
+    request = slm_backend.calls_for("writer")[0]
     assert len(numbered(request, "Turns:")) == 3  # "Hi!" never reached the model
     answer = writer_memory.answer("When is my flight?", "maya")
     assert "TP1351" in answer.hits[0].entry.text
@@ -178,19 +177,23 @@ def test_writer_fallback_stores_turns_verbatim_and_is_counted(
     assert stats["ok"] == 0
 
 
-def test_long_adds_are_written_in_chunks(writer_memory: Memory) -> None:
+def test_long_adds_are_written_in_chunks(
+    writer_memory: Memory, slm_backend: ScriptedBackend
+) -> None:
     turns = [("user", f"Fact number {i}: I visited museum {i}.") for i in range(20)]
     writer_memory.add(chat(*turns), user_id="maya")
-    sizes = [len(numbered(r, "Turns:")) for r in _writer_calls(writer_memory)]  # type: ignore[arg-type]
+    sizes = [len(numbered(r, "Turns:")) for r in slm_backend.calls_for("writer")]
     assert sizes == [8, 8, 4]
 
 
-def test_readding_known_turns_costs_no_model_call(writer_memory: Memory, script: Script) -> None:
+def test_readding_known_turns_costs_no_model_call(
+    writer_memory: Memory, script: Script, slm_backend: ScriptedBackend
+) -> None:
     script.queue("writer", {"entries": [entry("Maya plays the cello.", 1)]})
     messages = chat(("user", "I play the cello."))
     writer_memory.add(messages, user_id="maya")
     again = writer_memory.add(messages, user_id="maya")
-    assert len(_writer_calls(writer_memory)) == 1
+    assert len(slm_backend.calls_for("writer")) == 1
     assert again.entries == ()
     assert again.skipped_turn_ids == (again.turns[0].turn_id,)
 
@@ -230,15 +233,17 @@ def test_capacity_evicts_superseded_then_least_useful_with_audit(
         assert last.detail["reason"] == "low utility"
 
 
-def test_writer_never_sees_another_users_memories(writer_memory: Memory, script: Script) -> None:
+def test_writer_never_sees_another_users_memories(
+    writer_memory: Memory, script: Script, slm_backend: ScriptedBackend
+) -> None:
     script.queue("writer", {"entries": [entry("Bob's passport is in the blue folder.", 1)]})
     writer_memory.add(
         chat(("user", "My passport is in the blue folder."), speaker="Bob"), user_id="bob"
     )
     writer_memory.add(chat(("user", "Where is my passport? The blue folder?")), user_id="maya")
-    maya_request = _writer_calls(writer_memory)[-1]
-    assert numbered(maya_request, "Existing memories:") == []  # type: ignore[arg-type]
-    assert "Bob" not in maya_request.messages[-1].content  # type: ignore[attr-defined]
+    maya_request = slm_backend.calls_for("writer")[-1]
+    assert numbered(maya_request, "Existing memories:") == []
+    assert "Bob" not in maya_request.messages[-1].content
 
 
 def test_capacity_evicts_superseded_entries_first(
