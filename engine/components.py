@@ -14,9 +14,9 @@ from tiermem.journal import Journal
 from tiermem.ltm.graph import DecayPolicy
 from tiermem.ltm.provenance import Provenance, load_or_create_secret
 from tiermem.ltm.store import AuditSink, LongTermMemory, SearchPolicy
-from tiermem.pipeline.extract import EntryExtractor, TurnExtractor
-from tiermem.pipeline.plan import PassthroughPlanner, Planner, Selector, TopKSelector
 from tiermem.policy import Policy, policy_from_config
+from tiermem.roles.extract import EntryExtractor, TurnExtractor
+from tiermem.roles.plan import PassthroughPlanner, Planner, Selector, TopKSelector
 from tiermem.slm.meter import Meter
 from tiermem.slm.registry import BackendPool
 from tiermem.stm import ShortTermMemory

@@ -33,7 +33,7 @@ from tiermem.config import BackendConfig, EmbedderConfig, SLMConfig, TiermemConf
 from tiermem.datasets.locomo import LocomoQuestion, LocomoSample, load_locomo, session_messages
 from tiermem.embedding.base import EmbedMode
 from tiermem.memory import Memory
-from tiermem.pipeline.plan import PlanIntent, PlannedQuery, Planner, TopKSelector
+from tiermem.roles.plan import PlanIntent, PlannedQuery, Planner, TopKSelector
 from tiermem.types import SearchFilters, Turn
 
 GROWTH_SIZES = (100, 1_000, 5_000, 10_000)

@@ -10,8 +10,8 @@ from dataclasses import replace
 from tiermem.components import Components
 from tiermem.embedding.base import EmbedMode, Vectors, check_vectors
 from tiermem.lexical import lexical_query
-from tiermem.pipeline.plan import Candidate, RetrievalPlan, Route, budget_plan
 from tiermem.ranking import reciprocal_rank_fusion
+from tiermem.roles.plan import Candidate, RetrievalPlan, Route, budget_plan
 from tiermem.types import MemoryKind, ScoreExplanation, SearchFilters, SearchHit, Tier, Turn
 
 

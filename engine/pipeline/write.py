@@ -20,9 +20,9 @@ from tiermem.journal import AuditRecord
 from tiermem.lexical import lexical_query
 from tiermem.pipeline.capacity import enforce_capacity
 from tiermem.pipeline.commit import StoreChange, commit, embed_entries
-from tiermem.pipeline.extract import CandidateEntry
 from tiermem.pipeline.recovery import finish_unfinished
 from tiermem.pipeline.resolve import Proposed, apply_writes, plan_writes
+from tiermem.roles.extract import CandidateEntry
 from tiermem.types import AddResult, AuditOp, MemoryEntry, SearchFilters, Turn
 
 _ENTRY_NAMESPACE = uuid.UUID("6f1d9c8e-3b0a-5c4e-9d2f-7a1b2c3d4e5f")

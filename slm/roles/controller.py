@@ -13,7 +13,7 @@ from dataclasses import replace
 from datetime import UTC, date, datetime, time
 
 from tiermem.errors import SLMError
-from tiermem.pipeline.plan import PlanIntent, PlannedQuery, Route
+from tiermem.roles.plan import PlanIntent, PlannedQuery, Route
 from tiermem.slm.prompts import controller as prompt
 from tiermem.slm.roles.common import Role, RoleRuntime
 from tiermem.types import MemoryKind, SearchFilters, Turn

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tiermem.errors import SLMError, SLMOutputInvalid
-from tiermem.pipeline.plan import Candidate, Selection
 from tiermem.render import render_memory
+from tiermem.roles.plan import Candidate, Selection
 from tiermem.slm.prompts import selector as prompt
 from tiermem.slm.roles.common import Role, RoleRuntime
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 
 from tiermem.errors import SLMError, SLMOutputInvalid
-from tiermem.pipeline.extract import CandidateEntry, Extraction, verbatim_candidates
 from tiermem.render import human_date, render_memory
+from tiermem.roles.extract import CandidateEntry, Extraction, verbatim_candidates
 from tiermem.slm.prompts import writer as prompt
 from tiermem.slm.roles.common import Role, RoleRuntime
 from tiermem.smalltalk import split_small_talk

@@ -11,7 +11,7 @@ from tiermem import Memory, TiermemConfig
 from tiermem.bench.ablations import NoisyPlanner, _noisy_writer_copy, mtm_growth
 from tiermem.config import EmbedderConfig
 from tiermem.datasets.locomo import load_locomo
-from tiermem.pipeline.plan import PlanIntent, PlannedQuery
+from tiermem.roles.plan import PlanIntent, PlannedQuery
 from tiermem.types import MemoryKind, SearchFilters
 
 from tests.engine.test_bench_locomo import FIXTURE
@@ -67,8 +67,8 @@ def test_noisy_writer_copy_corrupts_writer_entries_only_and_keeps_the_original(
     clean.add("I play the oboe.", user_id="u")  # a verbatim turn entry: never corrupted
     c = clean.components
     from tiermem.pipeline.commit import embed_entries
-    from tiermem.pipeline.extract import CandidateEntry
     from tiermem.pipeline.write import materialise
+    from tiermem.roles.extract import CandidateEntry
 
     facts = [CandidateEntry(f"fact number {i}", MemoryKind.FACT, (), None, None) for i in range(40)]
     entries = [p.entry for p in materialise(facts, "u", c.clock.now())]

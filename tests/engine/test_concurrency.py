@@ -21,7 +21,7 @@ from tiermem import ManualClock, Memory, TiermemConfig
 from tiermem.bench.stress import run_stress, stress_config
 from tiermem.cli import main
 from tiermem.components import build_components
-from tiermem.pipeline.plan import Candidate, Selection, TopKSelector
+from tiermem.roles.plan import Candidate, Selection, TopKSelector
 from tiermem.stores.base import MTMStore
 from tiermem.stores.qdrant import QdrantStore
 from tiermem.stores.reference import ReferenceStore

@@ -25,7 +25,7 @@ import pytest
 from tiermem import ManualClock, Memory, SearchFilters, StoreError, TiermemConfig
 from tiermem.components import build_components
 from tiermem.config import JournalConfig, MTMConfig, SLMConfig
-from tiermem.pipeline.extract import CandidateEntry, Extraction
+from tiermem.roles.extract import CandidateEntry, Extraction
 from tiermem.types import MemoryEntry, MemoryKind, Role, Turn
 
 from tests.conftest import T0, chat

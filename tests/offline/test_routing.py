@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tiermem import ManualClock, Memory, SearchFilters, Tier
 from tiermem.config import BackendConfig, SLMConfig
-from tiermem.pipeline.plan import TierBudgets, budget_plan
+from tiermem.roles.plan import TierBudgets, budget_plan
 
 from tests.conftest import chat
 from tests.fakes.scripted import KIND, ScriptedModels
