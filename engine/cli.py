@@ -152,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console() if sys.stdout.isatty() else Console(width=140)
     try:
         if args.command == "demo":
-            from tiermem.demo import main as demo_main
+            from tiermem.bench.demo import main as demo_main
 
             demo_main(args.data_dir, args.embedder, None if args.no_slm else args.model, console)
         elif args.command == "bench":

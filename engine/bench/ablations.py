@@ -26,11 +26,16 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from tiermem.bench.datasets.locomo import (
+    LocomoQuestion,
+    LocomoSample,
+    load_locomo,
+    session_messages,
+)
 from tiermem.bench.metrics import evidence_recall
 from tiermem.bench.mtm import synthetic_turns
 from tiermem.bench.stats import percentile
 from tiermem.config import BackendConfig, EmbedderConfig, SLMConfig, TiermemConfig
-from tiermem.datasets.locomo import LocomoQuestion, LocomoSample, load_locomo, session_messages
 from tiermem.embedding.base import EmbedMode
 from tiermem.memory import Memory
 from tiermem.roles.plan import PlanIntent, PlannedQuery, Planner, TopKSelector

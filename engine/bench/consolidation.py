@@ -26,6 +26,12 @@ from typing import Any
 from pydantic import SecretStr
 from rich.console import Console
 from rich.table import Table
+from tiermem.bench.datasets.locomo import (
+    LocomoQuestion,
+    LocomoSample,
+    load_locomo,
+    session_messages,
+)
 from tiermem.bench.metrics import evidence_recall, normalize_answer
 from tiermem.bench.stats import percentile
 from tiermem.clock import ManualClock
@@ -36,7 +42,6 @@ from tiermem.config import (
     TiermemConfig,
     merge_overrides,
 )
-from tiermem.datasets.locomo import LocomoQuestion, LocomoSample, load_locomo, session_messages
 from tiermem.embedding.base import EmbedMode
 from tiermem.memory import Memory
 from tiermem.pipeline.read import run_search

@@ -20,15 +20,15 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from tiermem.bench import judge as judge_prompt
+from tiermem.bench.datasets.locomo import LocomoQuestion, LocomoSample, load_locomo
 from tiermem.bench.metrics import answer_f1, bleu1, evidence_recall
 from tiermem.bench.systems import BM25, FullContext, NaiveRAG, System, Tiermem
 from tiermem.config import BackendConfig, EmbedderConfig, SLMConfig, TiermemConfig
-from tiermem.datasets.locomo import LocomoQuestion, LocomoSample, load_locomo
 from tiermem.embedding import build_embedder
 from tiermem.errors import SLMError
 from tiermem.slm.meter import Meter
 from tiermem.slm.prompts import generator as generator_prompt
-from tiermem.slm.prompts import judge as judge_prompt
 from tiermem.slm.registry import BackendPool
 from tiermem.slm.roles.common import RoleRuntime
 from tiermem.tokens import ApproxTokenCounter

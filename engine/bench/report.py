@@ -14,10 +14,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 from tiermem.bench import bench_dependency
+from tiermem.bench import judge as judge_prompt
+from tiermem.bench.datasets.locomo import CATEGORIES
 from tiermem.bench.stats import percentile
-from tiermem.datasets.locomo import CATEGORIES
 from tiermem.slm.prompts import generator as generator_prompt
-from tiermem.slm.prompts import judge as judge_prompt
 
 HEADLINE = (1, 2, 3, 4)
 PACKAGES = (

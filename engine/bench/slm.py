@@ -20,10 +20,10 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from tiermem.bench.datasets.locomo import LocomoSample, load_locomo, session_messages
 from tiermem.bench.metrics import evidence_recall
 from tiermem.bench.stats import percentile
 from tiermem.config import BackendConfig, GeneratorConfig, SLMConfig, TiermemConfig
-from tiermem.datasets.locomo import LocomoSample, load_locomo, session_messages
 from tiermem.memory import Memory
 
 ROLES = ("writer", "controller", "selector", "generator")

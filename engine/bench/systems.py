@@ -12,8 +12,8 @@ from typing import Protocol
 
 import numpy as np
 from qdrant_client.local.bm25 import DEFAULT_B, DEFAULT_K1, bm25_scores, document_tokens
+from tiermem.bench.datasets.locomo import LocomoSample, session_messages
 from tiermem.config import TiermemConfig
-from tiermem.datasets.locomo import LocomoSample, session_messages
 from tiermem.embedding.base import Embedder, EmbedMode
 from tiermem.memory import Memory
 from tiermem.render import human_date, render_context

@@ -9,8 +9,8 @@ from pathlib import Path
 from rich.console import Console
 from tiermem import Memory, TiermemConfig
 from tiermem.bench.ablations import NoisyPlanner, _noisy_writer_copy, mtm_growth
+from tiermem.bench.datasets.locomo import load_locomo
 from tiermem.config import EmbedderConfig
-from tiermem.datasets.locomo import load_locomo
 from tiermem.roles.plan import PlanIntent, PlannedQuery
 from tiermem.types import MemoryKind, SearchFilters
 

@@ -6,8 +6,8 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+from tiermem.bench.datasets.locomo import load_locomo, parse_session_date, session_messages
 from tiermem.bench.metrics import evidence_recall
-from tiermem.datasets.locomo import load_locomo, parse_session_date, session_messages
 
 FIXTURE = [
     {

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 from rich.console import Console
+from tiermem.bench.demo_data import DEMO_USERS, session_messages
 from tiermem.config import BackendConfig, GeneratorConfig, SLMConfig, TiermemConfig
-from tiermem.demo_data import DEMO_USERS, session_messages
 from tiermem.memory import Memory
 from tiermem.render import human_date
 from tiermem.types import Tier
