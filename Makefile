@@ -9,7 +9,9 @@ BIN := $(VENV)/bin
 # asked (--allow-amx) and granted by the kernel, and builds the wheel once into a folder keyed by
 # the version and every build flag: a wheel built with other flags (the old version-only cache
 # right under $(WHEELS) included) is never reused. pip's own wheel cache is bypassed.
-# Measured on qwen0.5b Q4_K_M, 2 threads, idle machine (prefill / decode tokens/s): see README.
+# Measured on qwen0.5b Q4_K_M, 2 threads, idle machine (prefill / decode tokens/s): AVX-512 240 /
+# 25.7 (chosen here), AVX2 156 / 23.5; native build: SIGSEGV; AVX-512 + AMX: SIGILL at tileloadd,
+# even with AMX granted. Details in the README, Troubleshooting.
 WHEELS ?= $(HOME)/.cache/tiermem/wheels
 LLAMA_CPP_VERSION := 0.3.36
 
