@@ -465,6 +465,55 @@ def test_without_verbatim_turns_a_restatement_leaves_its_turn_instead(
     assert "cello" in writer_memory.search("cello", "ana", k=1)[0].entry.text
 
 
+def test_a_copy_under_a_wrong_citation_is_dropped_not_misattributed(
+    writer_memory: Memory, script: Script
+) -> None:
+    """Seen on qwen0.5b: citations off by one, so Maya's line cited the assistant's turn. A
+    copy of any turn of the chunk is a copy; the turn it copies is what stands in for it."""
+    script.queue(
+        "writer",
+        {
+            "entries": [
+                entry("Ana: My sister Ines lives in Lisbon, she runs a bakery.", 2),
+                entry("Ana's sister Ines runs a bakery in Lisbon.", 1),
+            ]
+        },
+    )
+    result = writer_memory.add(
+        chat(
+            ("user", "My sister Ines lives in Lisbon, she runs a bakery."),
+            ("assistant", "You'll have someone to cheer for you at the race."),
+        ),
+        user_id="ana",
+    )
+    assert [e.text for e in result.entries] == [
+        "Ana's sister Ines runs a bakery in Lisbon.",
+        "Ana: My sister Ines lives in Lisbon, she runs a bakery.",
+    ]
+    assert result.entries[1].source_turn_ids == (result.turns[0].turn_id,)
+    assert _events(writer_memory) == {"restated_dropped": 1}
+
+
+def test_a_copy_of_a_stored_turn_it_was_shown_is_dropped(
+    make_slm_memory: Callable[..., Memory], script: Script, slm_backend: ScriptedBackend
+) -> None:
+    """Also seen on qwen0.5b: the writer copies a verbatim turn from its existing memories
+    into a later session, where no merge catches it (turn entries never merge)."""
+    memory = make_slm_memory(controller={"enabled": False}, selector={"enabled": False})
+    memory.add(chat(("user", "I'm training for the Lisbon half-marathon.")), "ana", "s1")
+    copy = entry("Ana: I'm training for the Lisbon half-marathon.", 1, kind="event")
+    script.queue("writer", {"entries": [copy]})
+    later = T0 + timedelta(days=30)
+    result = memory.add(
+        chat(("user", "I switched my runs to the evenings."), start=later), "ana", "s2"
+    )
+    shown = numbered(slm_backend.calls_for("writer")[-1], "Existing memories:")
+    assert any("half-marathon" in line for line in shown)
+    assert [e.kind for e in result.entries] == [MemoryKind.TURN]
+    assert sum("half-marathon" in e.text for e in memory.get_all("ana")) == 1
+    assert _events(memory) == {"restated_dropped": 1}
+
+
 @pytest.mark.parametrize(
     ("text", "turn", "restated"),
     [
