@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from tiermem.clock import Clock
 from tiermem.components import Components
 from tiermem.config import TiermemConfig
+from tiermem.context import DEFAULT_BUDGET_TOKENS, DeliveredContext
 from tiermem.memory import ForgetReport, Memory
 from tiermem.types import AddResult, AnswerResult, AuditEvent, MemoryEntry, SearchFilters, SearchHit
 from tiermem.validation import MessageLike
@@ -74,6 +75,20 @@ class AsyncMemory:
         session_id: str | None = None,
     ) -> list[SearchHit]:
         return await asyncio.to_thread(self.sync.search, query, user_id, k, filters, session_id)
+
+    async def context(
+        self,
+        query: str,
+        user_id: str,
+        budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+        session_id: str | None = None,
+        filters: SearchFilters | None = None,
+        k: int | None = None,
+        expand: bool = True,
+    ) -> DeliveredContext:
+        return await asyncio.to_thread(
+            self.sync.context, query, user_id, budget_tokens, session_id, filters, k, expand
+        )
 
     async def answer(
         self,

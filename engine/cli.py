@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
-from tiermem.errors import TiermemError
+from tiermem.errors import InvalidInputError, TiermemError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -52,9 +52,16 @@ def _parser() -> argparse.ArgumentParser:
     loco.add_argument(
         "--systems", default=",".join(("tiermem", "naive-rag", "bm25", "full-context"))
     )
-    loco.add_argument("--conversations", help="0-based sample indices, e.g. 0,1")
+    loco.add_argument(
+        "--conversations", help="0-based sample indices or sample ids, e.g. 0,1 or conv-30"
+    )
     loco.add_argument("--max-questions", type=int, help="per conversation, in file order")
     loco.add_argument("-k", type=int, default=10, help="memories / turns delivered")
+    loco.add_argument(
+        "--budget",
+        help="token ceilings, e.g. 300,600,1200,2400: each system delivers the most it can "
+        "within each (replaces -k)",
+    )
     loco.add_argument(
         "--model", help="tiermem's SLM roles on this llama.cpp model (default: model-free roles)"
     )
@@ -164,11 +171,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         data=args.data,
                         out=args.out,
                         systems=tuple(x.strip() for x in args.systems.split(",") if x.strip()),
-                        conversations=tuple(int(x) for x in args.conversations.split(","))
-                        if args.conversations
-                        else None,
+                        conversations=_names(args.conversations, "--conversations"),
                         max_questions=args.max_questions,
                         k=args.k,
+                        budgets=_budgets(args.budget),
                         model=args.model,
                         generator=args.generator,
                         judge_url=args.judge_url,
@@ -251,9 +257,32 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_backend_kinds(loaded)  # kinds are registered at run time, not in the file
             console.print_json(loaded.model_dump_json())
     except TiermemError as exc:
-        console.print(f"[red]error:[/] {exc}")
+        console.print(f"error: {exc}", highlight=False, markup=False, soft_wrap=True)
+        return 2
+    except OSError as exc:  # a path the user named: unreadable, unwritable, missing
+        console.print(f"error: {exc}", highlight=False, markup=False, soft_wrap=True)
         return 2
     return 0
+
+
+def _names(text: str | None, option: str) -> tuple[str, ...] | None:
+    """A comma-separated list as typed (``0,conv-30``); ``None`` when not given."""
+    if text is None:
+        return None
+    names = tuple(x.strip() for x in text.split(",") if x.strip())
+    if not names:
+        raise InvalidInputError(f"{option} names nothing: {text!r}")
+    return names
+
+
+def _budgets(text: str | None) -> tuple[int, ...] | None:
+    """``--budget 300,600``: positive token counts."""
+    names = _names(text, "--budget")
+    if names is None:
+        return None
+    if not all(x.isdigit() and int(x) > 0 for x in names):
+        raise InvalidInputError(f"--budget takes positive token counts like 300,1200, got {text!r}")
+    return tuple(int(x) for x in names)
 
 
 def _doctor(args: argparse.Namespace, console: Console) -> int:

@@ -1,7 +1,7 @@
 """Stage: write ``answer()``'s text from the query, STM and selected memories.
 
-``ExtractiveGenerator`` is the model-free generator: it quotes the memories, dated and oldest
-first, so that the newest statement of a changed fact reads last. A model generator plugs in
+``ExtractiveGenerator`` is the model-free generator: it quotes the delivered context (dated,
+oldest first), so that the newest statement of a changed fact reads last. A model generator plugs in
 through the same interface.
 """
 
@@ -10,21 +10,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from tiermem.render import render_context
-from tiermem.types import SearchHit, Turn
+from tiermem.context import DeliveredContext
+from tiermem.types import Turn
 
 
 class Generator(Protocol):
     @property
     def name(self) -> str: ...
 
-    def generate(self, query: str, stm: Sequence[Turn], hits: Sequence[SearchHit]) -> str: ...
+    def generate(self, query: str, stm: Sequence[Turn], context: DeliveredContext) -> str: ...
 
 
 class ExtractiveGenerator:
     name = "extractive-v1"
 
-    def generate(self, query: str, stm: Sequence[Turn], hits: Sequence[SearchHit]) -> str:
-        if not hits:
+    def generate(self, query: str, stm: Sequence[Turn], context: DeliveredContext) -> str:
+        if not context.text:
             return "I have no memory of that."
-        return "From memory (oldest first):\n" + render_context(hits)
+        return "From memory (oldest first):\n" + context.text

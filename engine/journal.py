@@ -270,19 +270,32 @@ class Journal:
 
     def turns(self, user_id: str, turn_ids: Sequence[str]) -> dict[str, Turn]:
         """The stored turns with these ids, for this user only."""
-        if not turn_ids:
-            return {}
-        marks = ",".join("?" * len(turn_ids))
+        found = self._select_turns(user_id, "turn_id", turn_ids, "")
+        return {t.turn_id: t for t in found}
+
+    def session_turns(self, user_id: str, session_ids: Sequence[str]) -> list[Turn]:
+        """Every stored turn of these sessions of this user, each session in the order its
+        turns were said (time, then the order they were stored in)."""
+        return self._select_turns(
+            user_id, "session_id", session_ids, " ORDER BY session_id, at, rowid"
+        )
+
+    def _select_turns(
+        self, user_id: str, column: str, values: Sequence[str], order: str
+    ) -> list[Turn]:
+        if not values:
+            return []
+        marks = ",".join("?" * len(values))
         with self._lock:
             rows = self._conn.execute(
                 "SELECT turn_id, session_id, role, speaker, content, at FROM turns"
-                f" WHERE user_id = ? AND turn_id IN ({marks})",
-                (user_id, *turn_ids),
+                f" WHERE user_id = ? AND {column} IN ({marks}){order}",
+                (user_id, *values),
             ).fetchall()
-        return {
-            tid: Turn(tid, user_id, sid, Role(role), speaker, content, datetime.fromisoformat(at))
+        return [
+            Turn(tid, user_id, sid, Role(role), speaker, content, datetime.fromisoformat(at))
             for tid, sid, role, speaker, content, at in rows
-        }
+        ]
 
     def user_ids(self) -> list[str]:
         """Every user with stored turns or audit rows."""

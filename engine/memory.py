@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING
 from tiermem.clock import Clock
 from tiermem.components import Components, build_components
 from tiermem.config import DEFAULT_DATA_DIR, BackendConfig, TiermemConfig
+from tiermem.context import DEFAULT_BUDGET_TOKENS, DeliveredContext
 from tiermem.errors import ClosedError, ConfigError, KnowledgeItemError, MemoryNotFoundError
+from tiermem.pipeline.deliver import DEFAULT_EXPANSION, NO_EXPANSION, build_context, hits_for_budget
 from tiermem.pipeline.forget import ForgetReport as ForgetReport  # public here
 from tiermem.pipeline.forget import run_forget
 from tiermem.pipeline.read import run_search
 from tiermem.pipeline.recovery import recover
 from tiermem.pipeline.write import run_add, run_delete, run_update
-from tiermem.render import render_context
 from tiermem.slm.meter import Meter
 from tiermem.types import (
     AddResult,
@@ -237,6 +238,34 @@ class Memory:
         stm = self._c.stm.window(uid, validate_session_id(session_id))
         return run_search(self._c, uid, text, limit, validate_filters(filters), stm)
 
+    def context(
+        self,
+        query: str,
+        user_id: str,
+        budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+        session_id: str | None = None,
+        filters: SearchFilters | None = None,
+        k: int | None = None,
+        expand: bool = True,
+    ) -> DeliveredContext:
+        """What a generator should read for ``query``: the turns behind the best hits (and,
+        with ``expand``, the replies and lead-ins worth their tokens), grouped by session
+        under one date each, at most ``budget_tokens`` by the memory's token counter.
+
+        ``k`` hits are retrieved (by default about one per 25 tokens of budget); fewer are
+        delivered when the budget is spent first. ``hits`` of the result are those delivered,
+        with their provenance; only they count as accessed."""
+        self._check_open()
+        uid = validate_user_id(user_id)
+        budget = validate_k(budget_tokens, "budget_tokens")
+        limit = validate_k(k if k is not None else hits_for_budget(budget, self.config.default_k))
+        sid = validate_session_id(session_id)
+        stm = self._c.stm.window(uid, sid)
+        text, checked = validate_text(query), validate_filters(filters)
+        hits = run_search(self._c, uid, text, limit, checked, stm, record=False)
+        expansion = DEFAULT_EXPANSION if expand else NO_EXPANSION
+        return build_context(self._c, uid, hits, budget, expansion)
+
     def answer(
         self,
         query: str,
@@ -244,15 +273,17 @@ class Memory:
         session_id: str | None = None,
         filters: SearchFilters | None = None,
     ) -> AnswerResult:
-        """Answer from memory: the text, the hits used, their source turns, context size."""
+        """Answer from memory: the text, the hits used, their source turns, context size.
+        The generator reads ``context()`` at ``generator.max_memories`` hits."""
         self._check_open()
         uid = validate_user_id(user_id)
         sid = validate_session_id(session_id)
-        hits = self.search(query, uid, self.config.generator.max_memories, filters, sid)
+        k = self.config.generator.max_memories
+        ctx = self.context(query, uid, DEFAULT_BUDGET_TOKENS, sid, filters, k=k)
         stm = self._c.stm.window(uid, sid)
-        text = self._c.generator.generate(query, stm, hits)
-        sources = self.source_turns(hits, uid)
-        return AnswerResult(text, tuple(hits), self._c.tokens.count(render_context(hits)), sources)
+        text = self._c.generator.generate(query, stm, ctx)
+        sources = self._c.journal.turns(uid, list(ctx.turn_ids))
+        return AnswerResult(text, ctx.hits, ctx.tokens, sources)
 
     def source_turns(self, hits: Iterable[SearchHit], user_id: str) -> dict[str, Turn]:
         """The stored turns that these hits came from, by turn id. LTM hits have none: their

@@ -10,7 +10,11 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from tiermem.errors import ConfigError
+from tiermem.errors import ConfigError, InvalidInputError
+
+
+class BenchInputError(InvalidInputError):
+    """A benchmark argument that names nothing usable (a conversation, a system, a budget)."""
 
 
 def bench_dependency(module: str) -> ModuleType:

@@ -20,10 +20,11 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from tiermem.bench import BenchInputError
 from tiermem.bench import judge as judge_prompt
 from tiermem.bench.datasets.locomo import LocomoQuestion, LocomoSample, load_locomo
 from tiermem.bench.metrics import answer_f1, bleu1, evidence_recall
-from tiermem.bench.systems import BM25, FullContext, NaiveRAG, System, Tiermem
+from tiermem.bench.systems import BM25, FullContext, NaiveRAG, Retrieved, System, Tiermem
 from tiermem.config import BackendConfig, EmbedderConfig, SLMConfig, TiermemConfig
 from tiermem.embedding import build_embedder
 from tiermem.errors import SLMError
@@ -42,9 +43,10 @@ class RunConfig:
     data: Path
     out: Path
     systems: tuple[str, ...] = SYSTEMS
-    conversations: tuple[int, ...] | None = None
+    conversations: tuple[int | str, ...] | None = None  # 0-based indices or sample ids
     max_questions: int | None = None
     k: int = 10
+    budgets: tuple[int, ...] | None = None  # token ceilings; None: the fixed k
     model: str | None = None  # tiermem's SLM roles (llama.cpp alias or GGUF); None: model-free
     generator: str | None = None  # answers for every system (llama.cpp alias or GGUF)
     generator_ctx: int = 8192
@@ -115,7 +117,7 @@ def _system(name: str, cfg: RunConfig, embedder: Any) -> System:
         return BM25(cfg.k)
     if name == "full-context":
         return FullContext()
-    raise ValueError(f"unknown system {name!r}; known: {', '.join(SYSTEMS)}")
+    raise BenchInputError(f"unknown system {name!r}; known: {', '.join(SYSTEMS)}")
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -163,26 +165,38 @@ def _progress(console: Console) -> Iterator[Progress]:
 
 def run(cfg: RunConfig, console: Console, answerer: Answerer | None = None) -> dict[str, Any]:
     """Run (or resume) the benchmark; ``answerer`` overrides the configured generator."""
-    samples, quirks = load_locomo(cfg.data)
-    chosen = [samples[i] for i in (cfg.conversations or range(len(samples)))]
+    check_config(cfg)
+    try:
+        samples, quirks = load_locomo(cfg.data)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # JSON and shape errors
+        raise BenchInputError(
+            f"{cfg.data} is not a LoCoMo-format JSON file ({type(exc).__name__}: {exc})"
+        ) from exc
+    chosen = choose_samples(samples, cfg.conversations)
     cfg.out.mkdir(parents=True, exist_ok=True)
     records_path, builds_path = cfg.out / "records.jsonl", cfg.out / "builds.jsonl"
     if not cfg.resume:
         for path in (records_path, builds_path):
             path.unlink(missing_ok=True)
-    done = {(r["system"], r["sample"], r["index"]) for r in _repair(records_path)}
+    done = {(r["system"], r["sample"], r["index"], r.get("budget")) for r in _repair(records_path)}
     built = {(b["system"], b["sample"]) for b in _repair(builds_path)}
     pool, meter = BackendPool(Path("~/.cache/tiermem/models")), Meter()
     answerer = answerer or _answerer(cfg, pool, meter)
     embedder = build_embedder(cfg.embedder)
     counter = ApproxTokenCounter()
-    total = sum(len(selected_questions(s, cfg.max_questions)) for s in chosen) * len(cfg.systems)
+    per_question = sum(len(budgets_for(name, cfg)) for name in cfg.systems)
+    total = sum(len(selected_questions(s, cfg.max_questions)) for s in chosen) * per_question
     with _progress(console) as progress:
         task = progress.add_task("questions", total=total, completed=len(done))
         for sample in chosen:
             questions = selected_questions(sample, cfg.max_questions)
             for name in cfg.systems:
-                todo = [i for i in range(len(questions)) if (name, sample.sample_id, i) not in done]
+                budgets = budgets_for(name, cfg)
+                todo = {
+                    i: [b for b in budgets if (name, sample.sample_id, i, b) not in done]
+                    for i in range(len(questions))
+                }
+                todo = {i: bs for i, bs in todo.items() if bs}
                 if not todo:
                     continue
                 system = _system(name, cfg, embedder)
@@ -199,12 +213,12 @@ def run(cfg: RunConfig, console: Console, answerer: Answerer | None = None) -> d
                         },
                     )
                 progress.update(task, description=f"{name} · {sample.sample_id}")
-                for i in todo:
-                    _append(
-                        records_path,
-                        _record(name, sample, i, questions[i], system, answerer, counter),
-                    )
-                    progress.advance(task)
+                for i, wanted in todo.items():
+                    q = questions[i]
+                    for budget, got in zip(wanted, system.deliver(q.question, wanted), strict=True):
+                        row = _record(name, sample, i, q, got, answerer, counter)
+                        _append(records_path, {**row, "budget": budget})
+                        progress.advance(task)
                 system.close()
     pool.close()
     from tiermem.bench.report import write_outputs
@@ -216,6 +230,12 @@ def run(cfg: RunConfig, console: Console, answerer: Answerer | None = None) -> d
         dict(quirks.counts),
         counter.name,
         console,
+        {
+            (s.sample_id, t.dia_id): f"{t.speaker}: {t.text}"
+            for s in chosen
+            for session in s.sessions
+            for t in session.turns
+        },
     )
 
 
@@ -224,15 +244,14 @@ def _record(
     sample: LocomoSample,
     index: int,
     q: LocomoQuestion,
-    system: System,
+    got: Retrieved,
     answerer: Answerer,
     counter: ApproxTokenCounter,
 ) -> dict[str, Any]:
     started = time.perf_counter()
-    got = system.retrieve(q.question)
     tokens = counter.count("\n".join(got.context))
     answer, note = answerer.answer(q.question, list(got.context), tokens)
-    e2e = time.perf_counter() - started if answer is not None else got.latency_s
+    e2e = got.latency_s + (time.perf_counter() - started) if answer is not None else got.latency_s
     row: dict[str, Any] = {
         "system": name,
         "sample": sample.sample_id,
@@ -254,3 +273,61 @@ def _record(
         row["bleu1"] = bleu1(answer, q.answer)
         row["judge"] = answerer.verdict(q.question, q.answer, answer)
     return row
+
+
+def check_config(cfg: RunConfig) -> None:
+    """Refuse, before any work, what names nothing: an unknown system, a budget or k that is
+    not a positive number, a data file that is not there."""
+    unknown = [name for name in cfg.systems if name not in SYSTEMS]
+    if unknown or not cfg.systems:
+        raise BenchInputError(
+            f"unknown system {', '.join(map(repr, unknown)) or '(none given)'}; "
+            f"known: {', '.join(SYSTEMS)}"
+        )
+    if cfg.budgets is not None and (not cfg.budgets or any(b <= 0 for b in cfg.budgets)):
+        raise BenchInputError(f"budgets must be positive token counts, got {cfg.budgets}")
+    if cfg.k <= 0:
+        raise BenchInputError(f"k must be positive, got {cfg.k}")
+    if cfg.max_questions is not None and cfg.max_questions <= 0:
+        raise BenchInputError(f"max questions must be positive, got {cfg.max_questions}")
+    if not cfg.data.is_file():
+        raise BenchInputError(f"no data file at {cfg.data}")
+
+
+def budgets_for(name: str, cfg: RunConfig) -> tuple[int | None, ...]:
+    """The budgets a system is measured at. Full context has no order to cut by: it is
+    measured once, whole, as the ceiling on recall."""
+    if cfg.budgets is None or name == "full-context":
+        return (None,)
+    return cfg.budgets
+
+
+def choose_samples(
+    samples: list[LocomoSample], wanted: tuple[int | str, ...] | None
+) -> list[LocomoSample]:
+    """The samples named by 0-based index or by sample id (``conv-30``), in the order named.
+
+    >>> from tiermem.bench.datasets.locomo import LocomoSample
+    >>> s = [LocomoSample(i, "A", "B", (), ()) for i in ("conv-26", "conv-30")]
+    >>> [x.sample_id for x in choose_samples(s, ("conv-30", 0))]
+    ['conv-30', 'conv-26']
+    """
+    if not wanted:
+        return list(samples)
+    by_id = {s.sample_id: s for s in samples}
+    out = []
+    for item in wanted:
+        if isinstance(item, int) or (isinstance(item, str) and item.isdigit()):
+            i = int(item)
+            if not 0 <= i < len(samples):
+                raise BenchInputError(
+                    f"conversation index {i} is out of range: the file has {len(samples)} "
+                    f"(0-{len(samples) - 1})"
+                )
+            out.append(samples[i])
+        elif item in by_id:
+            out.append(by_id[item])
+        else:
+            known = ", ".join(list(by_id)[:12])
+            raise BenchInputError(f"no conversation {item!r} in the file; its ids: {known}")
+    return out

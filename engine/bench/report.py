@@ -46,6 +46,7 @@ def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "recall": _mean(recall),
         "recall_questions": len(recall),
         "context_tokens": _mean([r["context_tokens"] for r in rows]),
+        "context_tokens_max": max((r["context_tokens"] for r in rows), default=None),
         "retrieval_p50_s": percentile(retrieval, 50) if retrieval else None,
         "retrieval_p95_s": percentile(retrieval, 95) if retrieval else None,
         "e2e_p50_s": percentile(e2e, 50) if e2e else None,
@@ -57,6 +58,56 @@ def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+HEADLINE_BUDGET = 1200
+
+
+def headline_budget(records: Sequence[dict[str, Any]]) -> int | None:
+    """The budget the headline is read at: 1,200 tokens, or the measured one nearest it."""
+    budgets = {int(r["budget"]) for r in records if r.get("budget") is not None}
+    return min(budgets, key=lambda b: (abs(b - HEADLINE_BUDGET), b)) if budgets else None
+
+
+def at_headline(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records of the headline budget, and those measured without one (full context)."""
+    budget = headline_budget(records)
+    return [r for r in records if r.get("budget") in (None, budget)]
+
+
+def curve(records: Sequence[dict[str, Any]]) -> dict[str, dict[int, dict[str, Any]]]:
+    """Per system, per budget: the overall summary (categories 1-4) and one per category."""
+    out: dict[str, dict[int, dict[str, Any]]] = {}
+    for r in records:
+        if r.get("budget") is not None:
+            out.setdefault(r["system"], {}).setdefault(r["budget"], {})
+    for system, budgets in out.items():
+        for budget in sorted(budgets):
+            mine = [r for r in records if r["system"] == system and r.get("budget") == budget]
+            budgets[budget] = {
+                "overall": summarise([r for r in mine if r["category"] in HEADLINE]),
+                **{
+                    CATEGORIES[c]: summarise([r for r in mine if r["category"] == c])
+                    for c in HEADLINE
+                },
+            }
+        out[system] = dict(sorted(budgets.items()))
+    return out
+
+
+def worst_served(
+    records: Sequence[dict[str, Any]], system: str = "tiermem", n: int = 20
+) -> dict[str, list[dict[str, Any]]]:
+    """Per category, the ``n`` questions of ``system`` (at the headline budget) with the
+    least evidence delivered, the costliest first among equals."""
+    mine = [r for r in at_headline(records) if r["system"] == system and r["recall"] is not None]
+    return {
+        CATEGORIES[c]: sorted(
+            (r for r in mine if r["category"] == c),
+            key=lambda r: (r["recall"], -r["context_tokens"]),
+        )[:n]
+        for c in HEADLINE
+    }
+
+
 def aggregate(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     systems = list(dict.fromkeys(r["system"] for r in records))
     out: dict[str, Any] = {
@@ -64,7 +115,10 @@ def aggregate(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "adversarial": {},
         "by_category": {},
         "by_conversation": {},
+        "headline_budget": headline_budget(records),
+        "curve": curve(records),
     }
+    records = at_headline(records)
     for sample in dict.fromkeys(r["sample"] for r in records):
         out["by_conversation"][sample] = {
             system: summarise(
@@ -139,26 +193,93 @@ def _versions() -> dict[str, str]:
     return versions
 
 
+def _curve_section(summary: dict[str, Any]) -> list[str]:
+    if not summary["curve"]:
+        return []
+    header = ["system", "budget", "evidence recall", "mean tokens delivered", "max tokens"]
+    header += [CATEGORIES[c] for c in HEADLINE] + ["retrieval p50"]
+    rows = [
+        [
+            name,
+            str(budget),
+            _fmt(point["overall"]["recall"], "%"),
+            _fmt(point["overall"]["context_tokens"], "int"),
+            _fmt(point["overall"]["context_tokens_max"]),
+            *[_fmt(point[CATEGORIES[c]]["recall"], "%") for c in HEADLINE],
+            _fmt(point["overall"]["retrieval_p50_s"], "s"),
+        ]
+        for name, points in summary["curve"].items()
+        for budget, point in points.items()
+    ]
+    return [
+        "## Recall vs delivered tokens (categories 1-4)",
+        "",
+        "Each system delivers the most it can within each budget, in its own order, through "
+        "the same context builder (turns grouped by session under one date). The budget is a "
+        "ceiling: the tokens shown are those actually delivered. Plot: `recall_vs_tokens.png`.",
+        "",
+        _markdown_table(header, rows),
+        "",
+    ]
+
+
+def _clip(text: str, n: int = 140) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _worst_section(
+    records: Sequence[dict[str, Any]], turn_text: dict[tuple[str, str], str]
+) -> list[str]:
+    worst = worst_served(records)
+    if not any(worst.values()):
+        return []
+    parts = [
+        "## Worst-served questions (tiermem, headline budget)",
+        "",
+        "Per category, the 20 questions with the least evidence delivered: the evidence turns "
+        "it missed, and the first turns it delivered instead.",
+        "",
+    ]
+    for category, rows in worst.items():
+        parts += [f"### {category}", ""]
+        for r in rows:
+            missed = [e for e in dict.fromkeys(r["evidence"]) if e not in set(r["delivered"])]
+            parts.append(
+                f"- **{r['sample']} #{r['index']}** {_clip(r['question'], 200)} "
+                f"(recall {100 * r['recall']:.0f} %, {r['context_tokens']} tokens)"
+            )
+            for e in missed:
+                parts.append(f"  - missed `{e}`: {_clip(turn_text.get((r['sample'], e), '?'))}")
+            for d in r["delivered"][:5]:
+                parts.append(f"  - gave `{d}`: {_clip(turn_text.get((r['sample'], d), '?'), 90)}")
+        parts.append("")
+    return parts
+
+
 def render_report(
     cfg: Any,
     summary: dict[str, Any],
     builds: Sequence[dict[str, Any]],
     quirks: dict[str, int],
     tokenizer: str,
+    records: Sequence[dict[str, Any]] = (),
+    turn_text: dict[tuple[str, str], str] | None = None,
 ) -> str:
     overall = summary["overall"]
+    budget = summary.get("headline_budget")
+    delivery = f"budgets = {cfg.budgets}, headline at {budget}" if budget else f"k = {cfg.k}"
     parts = [
         "# LoCoMo benchmark",
         "",
         f"Data: `{cfg.data}`; conversations: {cfg.conversations or 'all'}; "
-        f"questions per conversation: {cfg.max_questions or 'all'}; k = {cfg.k}; "
+        f"questions per conversation: {cfg.max_questions or 'all'}; {delivery}; "
         f"tiermem SLM model: {cfg.model or 'none (model-free roles)'}; "
         f"generator: {cfg.generator or 'none'}; judge: {cfg.judge_model or 'none'}.",
         f"Context tokens are counted with `{tokenizer}`. Evidence recall is the share of gold "
         "evidence turns among the source turns of what is delivered to the generator; the "
         "headline uses categories 1-4, adversarial (5) is reported apart.",
         "",
-        "## Headline (categories 1-4)",
+        f"## Headline (categories 1-4{f', budget {budget} tokens' if budget else ''})",
         "",
         _markdown_table(
             [
@@ -192,6 +313,7 @@ def render_report(
             ],
         ),
         "",
+        *_curve_section(summary),
         "## Evidence recall by category",
         "",
         _markdown_table(
@@ -263,6 +385,7 @@ def render_report(
             ],
         ),
         "",
+        *_worst_section(records, turn_text or {}),
         "## Data quirks met (counted over the whole file as it is loaded)",
         "",
         _markdown_table(["quirk", "items"], [[k, str(v)] for k, v in sorted(quirks.items())])
@@ -282,8 +405,14 @@ def plot(summary: dict[str, Any], records: Sequence[dict[str, Any]], out: Path) 
 
     paths = []
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for name, points in summary["curve"].items():
+        xs = [p["overall"]["context_tokens"] for p in points.values()]
+        ys = [100 * (p["overall"]["recall"] or 0.0) for p in points.values()]
+        ax.plot(xs, ys, marker="o", label=name)
+    if summary["curve"]:
+        ax.legend(loc="lower right")
     for name, s in summary["overall"].items():
-        if s["recall"] is None:
+        if s["recall"] is None or name in summary["curve"]:
             continue
         ax.scatter(s["context_tokens"], 100 * s["recall"], s=60)
         ax.annotate(
@@ -304,7 +433,8 @@ def plot(summary: dict[str, Any], records: Sequence[dict[str, Any]], out: Path) 
 
     systems = [s for s in summary["overall"] if s != "full-context"]
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    data = [[1000 * r["retrieval_s"] for r in records if r["system"] == s] for s in systems]
+    shown = at_headline(records)
+    data = [[1000 * r["retrieval_s"] for r in shown if r["system"] == s] for s in systems]
     ax.boxplot(data, tick_labels=systems, showfliers=True)
     ax.set_yscale("log")
     ax.set_ylabel("retrieval latency per question (ms, log)")
@@ -324,6 +454,7 @@ def write_outputs(
     quirks: dict[str, int],
     tokenizer: str,
     console: Console,
+    turn_text: dict[tuple[str, str], str] | None = None,
 ) -> dict[str, Any]:
     summary = aggregate(records)
     config = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(cfg).items()}
@@ -339,7 +470,8 @@ def write_outputs(
         "records": list(records),
     }
     (cfg.out / "results.json").write_text(json.dumps(results, indent=1, default=str))
-    (cfg.out / "report.md").write_text(render_report(cfg, summary, builds, quirks, tokenizer))
+    report = render_report(cfg, summary, builds, quirks, tokenizer, records, turn_text)
+    (cfg.out / "report.md").write_text(report)
     plot(summary, records, cfg.out)
     table = Table(title="LoCoMo, categories 1-4")
     for column in ("system", "questions", "recall", "tokens", "retrieval p50", "F1"):
@@ -354,5 +486,23 @@ def write_outputs(
             _fmt(s["f1"]),
         )
     console.print(table)
+    if summary["curve"]:
+        console.print(_curve_table(summary))
     console.print(f"wrote {cfg.out / 'report.md'}, results.json and plots")
     return results
+
+
+def _curve_table(summary: dict[str, Any]) -> Table:
+    table = Table(title="Recall vs delivered tokens, categories 1-4")
+    for column in ("system", "budget", "recall", "tokens", *[CATEGORIES[c] for c in HEADLINE]):
+        table.add_column(column, justify="right")
+    for name, points in summary["curve"].items():
+        for budget, point in points.items():
+            table.add_row(
+                name,
+                str(budget),
+                _fmt(point["overall"]["recall"], "%"),
+                _fmt(point["overall"]["context_tokens"], "int"),
+                *[_fmt(point[CATEGORIES[c]]["recall"], "%") for c in HEADLINE],
+            )
+    return table

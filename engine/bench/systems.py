@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Protocol
 
@@ -14,9 +14,9 @@ import numpy as np
 from qdrant_client.local.bm25 import DEFAULT_B, DEFAULT_K1, bm25_scores, document_tokens
 from tiermem.bench.datasets.locomo import LocomoSample, session_messages
 from tiermem.config import TiermemConfig
+from tiermem.context import ContextTurn, Unit, pack
 from tiermem.embedding.base import Embedder, EmbedMode
 from tiermem.memory import Memory
-from tiermem.render import human_date, render_context
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +24,7 @@ class Retrieved:
     turn_ids: tuple[str, ...]  # the source turns of what is handed to the generator
     context: Sequence[str]  # the lines handed to the generator
     latency_s: float
+    tokens: int = 0  # of the delivered text, by the run's token counter
 
 
 @dataclass
@@ -37,108 +38,135 @@ class BuildCost:
     events: dict[str, int] = field(default_factory=dict)
 
 
+Budget = int | None  # a token ceiling; None: the fixed-k delivery
+
+
 class System(Protocol):
     name: str
 
     def build(self, sample: LocomoSample) -> BuildCost: ...
 
-    def retrieve(self, question: str) -> Retrieved: ...
+    def deliver(self, question: str, budgets: Sequence[Budget]) -> list[Retrieved]:
+        """What the system hands a generator for ``question``, once per budget: the most it
+        can deliver within each, in its own order (``None``: its top ``k``)."""
+        ...
 
     def close(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
-class _Turn:
-    dia_id: str
-    line: str  # "[date] Speaker: text", what a generator sees
-    indexed: str  # "Speaker: text", what the baseline indexes
+class _Turns:
+    """A conversation's turns as the context builder sees them, and as baselines index them
+    (``Speaker: text``)."""
+
+    ordered: tuple[ContextTurn, ...]
+    by_id: dict[str, ContextTurn]
+
+    @property
+    def indexed(self) -> list[str]:
+        return [t.line for t in self.ordered]
 
 
-def _turns(sample: LocomoSample) -> list[_Turn]:
+def _turns(sample: LocomoSample) -> _Turns:
     out = []
+    previous = next((s.date for s in sample.sessions if s.date), None)
     for session in sample.sessions:
-        when = human_date(session.date) if session.date else "unknown date"
+        # An undated session is taken to be a day after the one before it (as tiermem's is).
+        when = session.date or (previous + timedelta(days=1) if previous else None)
+        when = when or datetime(1970, 1, 1, tzinfo=UTC)
         out += [
-            _Turn(t.dia_id, f"[{when}] {t.speaker}: {t.text}", f"{t.speaker}: {t.text}")
-            for t in session.turns
+            ContextTurn(t.dia_id, f"s{session.index}", i, t.speaker, t.text, when)
+            for i, t in enumerate(session.turns)
         ]
+        previous = when
+    return _Turns(tuple(out), {t.turn_id: t for t in out})
+
+
+def _ranked_delivery(
+    turns: _Turns, ranked: Sequence[int], k: int, budgets: Sequence[Budget], latency: float
+) -> list[Retrieved]:
+    """A ranking of single turns, delivered through the context builder at each budget
+    (``None``: its top ``k``), every budget sharing the ranking's latency."""
+    out = []
+    for budget in budgets:
+        order = ranked[:k] if budget is None else ranked
+        units = [Unit((turns.ordered[i].turn_id,), 1.0) for i in order]
+        ctx = pack(units, turns.by_id, budget if budget is not None else 10**9)
+        out.append(Retrieved(ctx.turn_ids, ctx.lines, latency, ctx.tokens))
     return out
 
 
-def _delivered(turns: Sequence[_Turn], top: Sequence[int], started: float) -> Retrieved:
-    """The chosen turns, as delivered to a generator, with the time since ``started``."""
-    return Retrieved(
-        tuple(turns[i].dia_id for i in top),
-        [turns[i].line for i in top],
-        time.perf_counter() - started,
-    )
-
-
 class NaiveRAG:
-    """Top-k turns by all-MiniLM-L6-v2 cosine."""
+    """Turns by all-MiniLM-L6-v2 cosine."""
 
     def __init__(self, embedder: Embedder, k: int) -> None:
         self.name = "naive-rag"
         self._embedder, self._k = embedder, k
-        self._turns: list[_Turn] = []
+        self._turns = _Turns((), {})
         self._matrix = np.zeros((0, embedder.dim), dtype=np.float32)
 
     def build(self, sample: LocomoSample) -> BuildCost:
         started = time.perf_counter()
         self._turns = _turns(sample)
-        self._matrix = self._embedder.embed([t.indexed for t in self._turns], EmbedMode.DOCUMENT)
-        return BuildCost(seconds=time.perf_counter() - started, entries=len(self._turns))
+        self._matrix = self._embedder.embed(self._turns.indexed, EmbedMode.DOCUMENT)
+        return BuildCost(seconds=time.perf_counter() - started, entries=len(self._turns.ordered))
 
-    def retrieve(self, question: str) -> Retrieved:
+    def deliver(self, question: str, budgets: Sequence[Budget]) -> list[Retrieved]:
         started = time.perf_counter()
         scores = self._matrix @ self._embedder.embed([question], EmbedMode.QUERY)[0]
-        top = [int(i) for i in np.argsort(-scores, kind="stable")[: self._k]]
-        return _delivered(self._turns, top, started)
+        ranked = [int(i) for i in np.argsort(-scores, kind="stable")]
+        return _ranked_delivery(
+            self._turns, ranked, self._k, budgets, time.perf_counter() - started
+        )
 
     def close(self) -> None:
         return None
 
 
 class BM25:
-    """Top-k turns by BM25 (the same scorer and tokenizer as Qdrant's text index)."""
+    """Turns by BM25 (the same scorer and tokenizer as Qdrant's text index)."""
 
     def __init__(self, k: int) -> None:
         self.name = "bm25"
         self._k = k
-        self._turns: list[_Turn] = []
+        self._turns = _Turns((), {})
         self._docs: dict[int, list[str]] = {}
 
     def build(self, sample: LocomoSample) -> BuildCost:
         started = time.perf_counter()
         self._turns = _turns(sample)
         self._docs = {
-            i: tokens for i, t in enumerate(self._turns) if (tokens := document_tokens([t.indexed]))
+            i: tokens for i, t in enumerate(self._turns.indexed) if (tokens := document_tokens([t]))
         }
-        return BuildCost(seconds=time.perf_counter() - started, entries=len(self._turns))
+        return BuildCost(seconds=time.perf_counter() - started, entries=len(self._turns.ordered))
 
-    def retrieve(self, question: str) -> Retrieved:
+    def deliver(self, question: str, budgets: Sequence[Budget]) -> list[Retrieved]:
         started = time.perf_counter()
         scores = bm25_scores(self._docs, question, DEFAULT_K1, DEFAULT_B)
-        top = sorted(scores, key=lambda i: (-scores[i], i))[: self._k]
-        return _delivered(self._turns, top, started)
+        ranked = sorted((i for i in scores if scores[i] > 0), key=lambda i: (-scores[i], i))
+        return _ranked_delivery(
+            self._turns, ranked, self._k, budgets, time.perf_counter() - started
+        )
 
     def close(self) -> None:
         return None
 
 
 class FullContext:
-    """Every turn of the conversation: the ceiling on recall and the floor on efficiency."""
+    """Every turn of the conversation, whatever the budget: the ceiling on recall and the
+    floor on efficiency."""
 
     def __init__(self) -> None:
         self.name = "full-context"
-        self._turns: list[_Turn] = []
+        self._turns = _Turns((), {})
 
     def build(self, sample: LocomoSample) -> BuildCost:
         self._turns = _turns(sample)
-        return BuildCost(entries=len(self._turns))
+        return BuildCost(entries=len(self._turns.ordered))
 
-    def retrieve(self, question: str) -> Retrieved:
-        return Retrieved(tuple(t.dia_id for t in self._turns), [t.line for t in self._turns], 0.0)
+    def deliver(self, question: str, budgets: Sequence[Budget]) -> list[Retrieved]:
+        every = range(len(self._turns.ordered))
+        return _ranked_delivery(self._turns, every, len(every), [None] * len(budgets), 0.0)
 
     def close(self) -> None:
         return None
@@ -190,13 +218,20 @@ class Tiermem:
             events,
         )
 
-    def retrieve(self, question: str) -> Retrieved:
+    def deliver(self, question: str, budgets: Sequence[Budget]) -> list[Retrieved]:
+        """``Memory.context()`` at each budget, timed alone (``None``: the top ``k`` hits'
+        own turns, unexpanded)."""
         assert self._memory is not None
-        started = time.perf_counter()
-        hits = self._memory.search(question, self._user, k=self._k)
-        latency = time.perf_counter() - started
-        turns = tuple(dict.fromkeys(t for h in hits for t in h.source_turn_ids))
-        return Retrieved(turns, render_context(hits).splitlines(), latency)
+        out = []
+        for budget in budgets:
+            started = time.perf_counter()
+            if budget is None:
+                ctx = self._memory.context(question, self._user, 10**9, k=self._k, expand=False)
+            else:
+                ctx = self._memory.context(question, self._user, budget)
+            latency = time.perf_counter() - started
+            out.append(Retrieved(ctx.turn_ids, ctx.lines, latency, ctx.tokens))
+        return out
 
     @property
     def memory(self) -> Memory | None:

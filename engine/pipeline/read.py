@@ -167,7 +167,10 @@ def run_search(
     k: int,
     filters: SearchFilters,
     stm: Sequence[Turn] = (),
+    record: bool = True,
 ) -> list[SearchHit]:
+    """``record``: count an access of every hit (``False``: the caller counts those it
+    uses, as ``Memory.context()`` counts the hits it delivers)."""
     intent = c.planner.plan(query, stm, filters, c.clock.now())
     plan = budget_plan(intent, k, c.policy)
     candidates = relax_if_starved(c, user_id, plan, first_stage(c, user_id, plan), filters)
@@ -178,7 +181,7 @@ def run_search(
         SearchHit(cand.item, score, ScoreExplanation({**cand.components, "selector": score}, note))
         for cand, score in selection.kept[:k]
     ]
-    return record_access(c, user_id, hits)
+    return record_access(c, user_id, hits) if record else hits
 
 
 __all__ = [

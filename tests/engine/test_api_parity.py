@@ -38,6 +38,7 @@ def _script(call: Callable[[str, Any], Any]) -> list[object]:
     out.append(call("get", first, "ana").text)
     out.append([e.op for e in call("history", first, "ana")])
     out.append(call("answer", "what do I grow", "ana", "s1").text)
+    out.append(call("context", "chillies balcony", "ana", 60).text)
     call("delete", first, "ana")
     out.append(len(call("get_all", "ana")))
     try:

@@ -148,3 +148,46 @@ def test_resume_continues_an_interrupted_run(tmp_path: Path) -> None:
     assert resumed[:6] == complete[:6]  # what was done is kept, not redone
     builds = (cfg.out / "builds.jsonl").read_text().splitlines()
     assert len(builds) == 2  # one build record per system, not one per attempt
+
+
+def test_budgets_are_ceilings_every_system_meets_in_its_own_order(tmp_path: Path) -> None:
+    cfg = _config(tmp_path, budgets=(25, 1000))
+    results = run(cfg, Console(quiet=True))
+    records = _records(cfg)
+    for name in ("tiermem", "naive-rag", "bm25"):
+        mine = [r for r in records if r["system"] == name]
+        assert sorted({r["budget"] for r in mine}) == [25, 1000]
+        for r in mine:
+            assert 0 < r["context_tokens"] <= r["budget"]
+        small = [r for r in mine if r["budget"] == 25]
+        large = [r for r in mine if r["budget"] == 1000]
+        assert max(len(r["delivered"]) for r in small) < max(len(r["delivered"]) for r in large)
+        # The whole conversation fits in 1,000 tokens: every turn is delivered, once.
+        assert all(sorted(r["delivered"]) == sorted(set(r["delivered"])) for r in large)
+        assert all(len(r["delivered"]) == 5 for r in large if name != "bm25")
+    full = [r for r in records if r["system"] == "full-context"]
+    assert [r["budget"] for r in full] == [None] * 5  # measured once, whole
+    summary = results["summary"]
+    assert summary["headline_budget"] == 1000
+    assert set(summary["curve"]) == {"tiermem", "naive-rag", "bm25"}
+    assert summary["curve"]["bm25"][25]["overall"]["context_tokens"] <= 25
+    assert summary["overall"]["tiermem"]["recall"] == 1.0  # read at the headline budget
+    report = (cfg.out / "report.md").read_text()
+    assert "## Recall vs delivered tokens (categories 1-4)" in report
+    assert "## Worst-served questions (tiermem, headline budget)" in report
+    assert "| bm25 | 25 |" in report
+    # Budgeted context reads as sessions under one date each.
+    line = next(r for r in records if r["system"] == "naive-rag" and r["budget"] == 1000)
+    assert line["context_tokens"] > 0
+
+
+def test_a_run_resumes_budget_by_budget(tmp_path: Path) -> None:
+    cfg = _config(tmp_path, systems=("bm25",), budgets=(25, 1000))
+    run(cfg, Console(quiet=True))
+    complete = _records(cfg)
+    lines = (cfg.out / "records.jsonl").read_text().splitlines()
+    (cfg.out / "records.jsonl").write_text("\n".join(lines[:3]) + "\n")
+    cfg.resume = True
+    run(cfg, Console(quiet=True))
+    key = lambda r: (r["index"], r["budget"])  # noqa: E731
+    assert sorted(map(key, _records(cfg))) == sorted(map(key, complete))

@@ -67,3 +67,73 @@ def test_backend_model_defaults_follow_the_backend_kind() -> None:
         BackendConfig(kind="openai", base_url="http://127.0.0.1:8000/v1")
     with pytest.raises(ValidationError, match="needs base_url"):
         BackendConfig(kind="openai", model="m")
+
+
+def _locomo_file(tmp_path: Path) -> Path:
+    from tests.engine.test_bench_locomo import FIXTURE
+
+    data = tmp_path / "fx.json"
+    data.write_text(json.dumps(FIXTURE))
+    return data
+
+
+def test_bench_locomo_takes_sample_ids_and_budgets(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tiermem.bench import locomo
+
+    seen = {}
+    real_config = locomo.RunConfig
+
+    def spy(**kwargs: object) -> object:
+        cfg = real_config(**kwargs)  # type: ignore[arg-type]
+        cfg.embedder = cfg.embedder.model_copy(update={"provider": "hash"})
+        seen["cfg"] = cfg
+        return cfg
+
+    monkeypatch.setattr(locomo, "RunConfig", spy)
+    argv = ["bench", "locomo", "--data", str(_locomo_file(tmp_path)), "--out", str(tmp_path / "o")]
+    code = main([*argv, "--conversations", "fx-1", "--budget", "30,600", "--systems", "bm25"])
+    assert code == 0, capsys.readouterr().out
+    assert seen["cfg"].budgets == (30, 600)  # type: ignore[attr-defined]
+    records = (tmp_path / "o" / "records.jsonl").read_text().splitlines()
+    assert len(records) == 2 * 5
+    assert "Recall vs delivered tokens" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--conversations", "conv-30"], "no conversation 'conv-30' in the file; its ids: fx-1"),
+        (["--conversations", "3"], "conversation index 3 is out of range"),
+        (["--conversations", ","], "--conversations names nothing"),
+        (["--budget", "300,abc"], "--budget takes positive token counts"),
+        (["--budget", "0"], "--budget takes positive token counts"),
+        (["--systems", "bm25,gpt"], "unknown system 'gpt'"),
+        (["--max-questions", "0"], "max questions must be positive"),
+        (["-k", "-2"], "k must be positive"),
+    ],
+)
+def test_a_bad_bench_argument_is_one_line_not_a_traceback(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str], message: str
+) -> None:
+    argv = ["bench", "locomo", "--data", str(_locomo_file(tmp_path)), "--out", str(tmp_path / "o")]
+    assert main([*argv, *args]) == 2
+    out = capsys.readouterr().out
+    assert message in out
+    assert out.startswith("error: ")
+    assert len(out.strip().splitlines()) == 1
+    assert "Traceback" not in out
+
+
+def test_a_data_file_that_is_missing_or_not_locomo_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"not": "a list of samples"')
+    for data, message in ((tmp_path / "none.json", "no data file at"), (bad, "is not a LoCoMo")):
+        argv = ["bench", "locomo", "--data", str(data), "--out", str(tmp_path / "o")]
+        assert main(argv) == 2
+        out = capsys.readouterr().out
+        assert message in out
+        assert len(out.strip().splitlines()) == 1

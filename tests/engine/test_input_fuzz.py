@@ -126,6 +126,10 @@ def _methods(memory: Memory, entry_id: str) -> dict[str, tuple[Callable[..., obj
         "add": (memory.add, [Param(["I keep bees."], BAD_MESSAGES), user, session]),
         "search": (memory.search, [query, user, Param([None, 2], BAD_K), filters, session]),
         "answer": (memory.answer, [query, user, session, filters]),
+        "context": (
+            memory.context,
+            [query, user, Param([1200, 40], BAD_K), session, filters, Param([None, 3], BAD_K)],
+        ),
         "get": (memory.get, [memory_id, user]),
         "get_all": (memory.get_all, [user, filters]),
         "update": (memory.update, [memory_id, Param(["Ana keeps wasps."], BAD_TEXTS), user]),

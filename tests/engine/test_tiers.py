@@ -129,7 +129,7 @@ def test_answer_cites_source_turns_of_the_users_own_hits_only(memory: Memory) ->
     assert {t.user_id for t in answer.source_turns.values()} == {"carol"}
     assert memory.source_turns(answer.hits, "carol") == answer.source_turns
     # The extractive generator reads the shared knowledge first: it has no date.
-    assert answer.text.splitlines()[1].startswith("- [general knowledge] ")
+    assert answer.text.splitlines()[1].startswith("[general knowledge] ")
 
 
 def test_the_async_face_tells_tiers_and_refuses_ltm_ids_alike(

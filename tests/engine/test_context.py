@@ -1,0 +1,164 @@
+"""The context builder: what a generator reads, within a token budget, grouped by session."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from tiermem import Memory
+from tiermem.context import ContextTurn, Unit, pack
+from tiermem.errors import InvalidLimitError
+from tiermem.pipeline.deliver import Expansion, hit_units
+from tiermem.tokens import ApproxTokenCounter
+
+from tests.conftest import T0, MemoryFactory, chat
+
+DAY1 = datetime(2024, 6, 3, 9, tzinfo=UTC)
+DAY2 = datetime(2024, 6, 20, 18, tzinfo=UTC)
+
+
+def _turns() -> dict[str, ContextTurn]:
+    rows = [
+        ("s2", DAY2, ["Ben: The orchestra plays Mahler on Friday.", "Ana: Which symphony?"]),
+        ("s1", DAY1, ["Ana: I adopted a cat.", "Ben: Name?", "Ana: Tofu.", "Ben: Cute!"]),
+    ]
+    out = {}
+    for session, day, lines in rows:
+        for i, line in enumerate(lines):
+            speaker, text = line.split(": ", 1)
+            tid = f"{session}:{i}"
+            out[tid] = ContextTurn(tid, session, i, speaker, text, day + timedelta(minutes=i))
+    return out
+
+
+def test_turns_are_grouped_by_session_oldest_first_with_one_date_each() -> None:
+    turns = _turns()
+    units = [Unit(("s2:0",), 1.0), Unit(("s1:3",), 0.9), Unit(("s1:0", "s1:1"), 0.8)]
+    ctx = pack(units, turns, 1000)
+    assert ctx.text.splitlines() == [
+        "[3 June 2024]",
+        "Ana: I adopted a cat.",
+        "Ben: Name?",
+        "…",
+        "Ben: Cute!",
+        "[20 June 2024]",
+        "Ben: The orchestra plays Mahler on Friday.",
+    ]
+    assert [s.turn_ids for s in ctx.snippets] == [("s1:0", "s1:1"), ("s1:3",), ("s2:0",)]
+    assert ctx.turn_ids == ("s1:0", "s1:1", "s1:3", "s2:0")
+    assert ctx.tokens == ApproxTokenCounter().count(ctx.text)
+
+
+def test_a_turn_named_by_many_units_is_delivered_and_counted_once() -> None:
+    turns = _turns()
+    once = pack([Unit(("s1:2",), 1.0)], turns, 1000)
+    thrice = pack([Unit(("s1:2",), 1.0), Unit(("s1:2",), 0.5), Unit(("s1:2",), 0.2)], turns, 1000)
+    assert thrice.text == once.text
+    assert thrice.tokens == once.tokens
+    # A budget that holds it once takes it, though three units name it.
+    assert pack([Unit(("s1:2",), 1.0)] * 3, turns, once.tokens).turn_ids == ("s1:2",)
+
+
+def test_the_budget_is_a_ceiling_and_a_unit_too_big_is_passed_over() -> None:
+    turns = _turns()
+    small = pack([Unit(("s1:1",), 1.0)], turns, 1000).tokens
+    big = Unit(("s2:0", "s2:1"), 1.0)
+    ctx = pack([big, Unit(("s1:1",), 0.5)], turns, small)
+    assert ctx.turn_ids == ("s1:1",)  # the smaller unit after it still fits
+    assert ctx.tokens <= small
+    assert pack([big], turns, 3).text == ""
+    # A unit naming a turn nobody stored is not delivered, and nothing breaks.
+    assert pack([Unit(("gone",), 1.0)], turns, 1000).turn_ids == ()
+
+
+def test_neighbours_are_worth_a_share_of_their_hit_and_a_cut_drops_the_weak() -> None:
+    turns = _turns()
+    hits = _hits([("s1:1",), ("s2:1",)])
+    units = hit_units(hits, turns, Expansion(reply=0.5, previous=0.3))
+    assert [(u.turn_ids, round(u.value, 3)) for u in units] == [
+        (("s1:1",), 1.0),
+        (("s1:2",), 0.5),  # the reply to the best hit ties the second hit, offered first
+        (("s2:1",), 0.5),
+        (("s1:0",), 0.3),
+        (("s2:0",), 0.15),  # s2:1 is the last turn of its session: it has no reply
+    ]
+    cut = hit_units(hits, turns, Expansion(reply=0.5, previous=0.3, cut=0.4))
+    assert [u.turn_ids for u in cut] == [("s1:1",), ("s1:2",), ("s2:1",)]
+
+
+def _hits(turn_sets: list[tuple[str, ...]]) -> list:  # type: ignore[type-arg]
+    from tiermem.types import MemoryEntry, MemoryKind, ScoreExplanation, SearchHit
+
+    return [
+        SearchHit(
+            MemoryEntry(f"m{i}", "u", "x", MemoryKind.TURN, T0, T0, source_turn_ids=ids),
+            1.0 / (i + 1),
+            ScoreExplanation({}, ""),
+        )
+        for i, ids in enumerate(turn_sets)
+    ]
+
+
+def _ingest(memory: Memory) -> None:
+    memory.add(
+        chat(
+            ("user", "Where should I take Maya for her birthday dinner?"),
+            ("assistant", "Try Casa Alfama, the fado place near the river."),
+            ("user", "My brother Leo repairs old bicycles in his garage."),
+        ),
+        "ana",
+        "s1",
+    )
+    later = T0 + timedelta(days=30)
+    memory.add(chat(("user", "I booked a violin lesson."), start=later), "ana", "s2")
+
+
+def test_context_delivers_the_reply_that_answers_the_matching_turn(
+    make_memory: MemoryFactory,
+) -> None:
+    memory = make_memory()
+    _ingest(memory)
+    query = "Maya birthday dinner"
+    bare = memory.context(query, "ana", budget_tokens=400, k=1, expand=False)
+    assert len(bare.turn_ids) == 1
+    assert "Casa Alfama" not in bare.text
+    ctx = memory.context(query, "ana", budget_tokens=400, k=1)
+    assert "Casa Alfama" in ctx.text  # the reply to the hit, next to it in one snippet
+    assert len(ctx.snippets) == 1
+    assert ctx.text.splitlines()[0] == "[2 March 2026]"
+    assert ctx.tokens <= 400
+    assert [h.entry.source_turn_ids for h in ctx.hits] == [(ctx.turn_ids[0],)]
+
+
+def test_context_respects_small_budgets_and_refuses_bad_ones(make_memory: MemoryFactory) -> None:
+    memory = make_memory()
+    _ingest(memory)
+    big = memory.context("Leo bicycles violin Maya", "ana", budget_tokens=2000)
+    assert len(big.turn_ids) == 4
+    assert big.text.count("[") == 2  # two sessions, one date header each
+    small = memory.context("Leo bicycles violin Maya", "ana", budget_tokens=20)
+    assert 0 < small.tokens <= 20
+    assert len(small.turn_ids) < 4
+    for bad in (0, -5, 1.5, True):
+        with pytest.raises(InvalidLimitError):
+            memory.context("Leo", "ana", budget_tokens=bad)  # type: ignore[arg-type]
+
+
+def test_answer_reads_the_built_context(make_memory: MemoryFactory) -> None:
+    memory = make_memory()
+    _ingest(memory)
+    answer = memory.answer("Maya birthday dinner", "ana")
+    context = memory.context("Maya birthday dinner", "ana", k=memory.config.generator.max_memories)
+    assert answer.text == "From memory (oldest first):\n" + context.text
+    assert answer.context_tokens == context.tokens
+    assert set(answer.source_turns) == set(context.turn_ids)
+
+
+def test_only_the_hits_delivered_count_as_accessed(make_memory: MemoryFactory) -> None:
+    memory = make_memory()
+    _ingest(memory)
+    small = memory.context("Leo bicycles violin Maya", "ana", budget_tokens=20, k=3, expand=False)
+    assert len(small.hits) == len(small.turn_ids) == 1
+    counts = {e.source_turn_ids[0]: e.access_count for e in memory.get_all("ana")}
+    assert counts[small.turn_ids[0]] == 1
+    assert sum(counts.values()) == 1  # the two hits that did not fit were not used
