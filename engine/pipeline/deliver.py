@@ -3,8 +3,8 @@
 Hits become units, best first: an entry's source turns, or a line for an LTM fact or an entry
 whose turns are gone. Around each turn hit, the turn that answers it and the turn it answers
 are offered too, worth a share of the hit (the answer often sits in the reply to the turn that
-matches). Units worth less than ``cut`` of the best are not offered: when the scores fall away,
-less is delivered. ``tiermem.context.pack`` then fills the budget."""
+matches). Hits that no retriever scored near its best are not offered (``strong_hits``): when
+the scores fall away, less is delivered. ``tiermem.context.pack`` then fills the budget."""
 
 from __future__ import annotations
 
@@ -22,15 +22,19 @@ from tiermem.types import SearchHit, Tier, Turn
 class Expansion:
     """How much a neighbour of a hit is worth, as a share of the hit's value; 0 turns it off.
 
-    ``cut``: units worth less than this share of the best unit are not delivered."""
+    ``cut``: units worth less than this share of the best unit are not delivered.
+    ``fall_off``: a hit is delivered only if one of its retrievers scored it at least this
+    share of that retriever's best score in the result (0 keeps every hit)."""
 
     reply: float = 0.5
     previous: float = 0.3
     cut: float = 0.0
+    fall_off: float = 0.7
 
 
 DEFAULT_EXPANSION = Expansion()
-NO_EXPANSION = Expansion(reply=0.0, previous=0.0)
+NO_EXPANSION = Expansion(reply=0.0, previous=0.0, fall_off=0.0)
+RETRIEVERS = ("dense", "bm25", "ltm")  # the raw scores a first-stage hit carries
 TOKENS_PER_HIT = 25  # about one conversational turn
 
 
@@ -89,6 +93,32 @@ def hit_units(
     return units
 
 
+def strong_hits(hits: Sequence[SearchHit], fall_off: float) -> list[SearchHit]:
+    """The adaptive cut: the hits that some retriever scored within ``fall_off`` of its best
+    score for this query. When the scores fall away (an easy question, one clear match), the
+    weak tail is not delivered, however much budget is left. A hit without raw retriever
+    scores is kept.
+
+    >>> from tiermem.types import ScoreExplanation, SearchHit
+    >>> def hit(**c): return SearchHit(None, 0.0, ScoreExplanation(c))  # type: ignore[arg-type]
+    >>> hs = [hit(dense=0.8, bm25=9.0), hit(dense=0.3), hit(dense=0.7), hit(bm25=7.0), hit()]
+    >>> [hs.index(h) for h in strong_hits(hs, 0.7)]
+    [0, 2, 3, 4]
+    """
+    if fall_off <= 0:
+        return list(hits)
+    best = {
+        r: max((h.explanation.components.get(r, float("-inf")) for h in hits), default=0.0)
+        for r in RETRIEVERS
+    }
+
+    def strong(hit: SearchHit) -> bool:
+        scores = {r: v for r, v in hit.explanation.components.items() if r in RETRIEVERS}
+        return not scores or any(v >= fall_off * best[r] for r, v in scores.items())
+
+    return [h for h in hits if strong(h)]
+
+
 def build_context(
     c: Components,
     user_id: str,
@@ -97,6 +127,7 @@ def build_context(
     expansion: Expansion,
 ) -> DeliveredContext:
     """The context for ``hits``: their turns (and neighbours) read from the journal, packed."""
+    hits = strong_hits(hits, expansion.fall_off)
     ids = sorted({t for h in hits if h.tier is Tier.MTM for t in h.source_turn_ids})
     sessions = sorted({t.session_id for t in c.journal.turns(user_id, ids).values()})
     turns = context_turns(c.journal.session_turns(user_id, sessions))
@@ -126,4 +157,5 @@ __all__ = [
     "hit_units",
     "hit_value",
     "hits_for_budget",
+    "strong_hits",
 ]

@@ -22,7 +22,11 @@ def test_demo_shows_answers_with_their_source_turns(
     assert out.count("asks:") == 8
     assert "missing from the journal" not in out
     sources = re.findall(r"source (t_[0-9a-f]+) · (maya|leo)-s\d", out)
-    assert len(sources) == 8 * 3
+    # Each answer cites the memories it delivered: at least one, at most the five retrieved
+    # (fewer when the scores fall away).
+    answers = out.split("asks:")[1:]
+    assert all(1 <= len(re.findall(r"source t_", a)) <= 5 for a in answers)
+    assert len(sources) <= 8 * 5
     # Leo's question about Lisbon is answered from Leo's memories only.
     leo_lisbon = out.split("leo asks: Where am I staying in Lisbon?")[1]
     assert "Casa Alfama" not in leo_lisbon

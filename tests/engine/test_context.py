@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -133,7 +134,7 @@ def test_context_delivers_the_reply_that_answers_the_matching_turn(
 def test_context_respects_small_budgets_and_refuses_bad_ones(make_memory: MemoryFactory) -> None:
     memory = make_memory()
     _ingest(memory)
-    big = memory.context("Leo bicycles violin Maya", "ana", budget_tokens=2000)
+    big = memory.context("Leo bicycles violin Maya", "ana", budget_tokens=2000, expand=False)
     assert len(big.turn_ids) == 4
     assert big.text.count("[") == 2  # two sessions, one date header each
     small = memory.context("Leo bicycles violin Maya", "ana", budget_tokens=20)
@@ -162,3 +163,23 @@ def test_only_the_hits_delivered_count_as_accessed(make_memory: MemoryFactory) -
     counts = {e.source_turn_ids[0]: e.access_count for e in memory.get_all("ana")}
     assert counts[small.turn_ids[0]] == 1
     assert sum(counts.values()) == 1  # the two hits that did not fit were not used
+
+
+def test_the_weak_tail_is_cut_when_scores_fall_away() -> None:
+    from tiermem.pipeline.deliver import strong_hits
+    from tiermem.types import ScoreExplanation
+
+    hits = _hits([("s1:0",), ("s1:2",), ("s2:0",), ("s2:1",)])
+    scored = [
+        replace(h, explanation=ScoreExplanation(c))
+        for h, c in zip(
+            hits,
+            [{"dense": 0.9, "bm25": 12.0}, {"dense": 0.4}, {"bm25": 3.0}, {"dense": 0.2}],
+            strict=True,
+        )
+    ]
+    assert [h.id for h in strong_hits(scored, 0.7)] == ["m0"]  # one clear match
+    assert [h.id for h in strong_hits(scored, 0.3)] == ["m0", "m1"]
+    assert len(strong_hits(scored, 0.0)) == 4
+    close = [replace(h, explanation=ScoreExplanation({"dense": 0.8})) for h in hits]
+    assert len(strong_hits(close, 0.7)) == 4  # no fall-off: everything stays
