@@ -325,8 +325,11 @@ class Journal:
 
     def record_ltm(self, changes: Sequence[Change], at: datetime, actor: str) -> None:
         """Audit rows for changes to the shared knowledge graph. They name graph items and
-        de-identified texts, never a user: erasing a user leaves them, as it leaves the
-        knowledge other users still support."""
+        de-identified texts, never a user. Erasing a user leaves the rows of knowledge other
+        users still support; an item that loses its last support to an erasure (``REMOVE``)
+        was that user's alone, so every text of it is blanked on disk (``secure_delete``):
+        its rows keep what happened and when, not what it said."""
+        erased = [c.item for c in changes if c.op == "REMOVE"]
         with self.transaction() as _:
             self._conn.executemany(
                 "INSERT INTO ltm_audit (at, op, item_id, before, after, evidence, actor)"
@@ -335,6 +338,10 @@ class Journal:
                     (at.isoformat(), c.op, c.item, c.before, c.after, c.evidence, actor)
                     for c in changes
                 ],
+            )
+            self._conn.executemany(
+                "UPDATE ltm_audit SET before = NULL, after = NULL WHERE item_id = ?",
+                [(item,) for item in erased],
             )
 
     def ltm_history(self, item_id: str) -> list[LTMAuditEvent]:

@@ -318,3 +318,31 @@ def test_every_graph_change_is_an_audit_row_without_user_ids(
     assert "bob" not in repr(rows)
     with pytest.raises(MemoryNotFoundError):
         memory.knowledge_history("ltm:n:nothing")
+
+
+def test_erasing_the_only_supporter_leaves_no_text_of_its_knowledge_on_disk(
+    make_ltm_memory: Any, clock: ManualClock, tmp_path: Path
+) -> None:
+    memory = make_ltm_memory(chunk_size=1)
+    backend = scripted(memory)
+    add_lines(memory, "alice", ["My secret project is codenamed bluewhalezz"])
+    add_lines(memory, "bob", ["Pottery keeps me sane"], speaker="Bo")
+    backend.push(  # the model copies alice's word into knowledge only she supports
+        units([node("project", "codenamed bluewhalezz")]),
+        units([node("pottery", "shaping clay")]),
+    )
+    memory.consolidate_now()
+    ltm = memory.components.ltm
+    assert ltm is not None
+    facts = {f.text.split(" ")[0]: f for f in ltm.inventory(clock.now())}
+    project, pottery = facts["project"], facts["pottery"]
+    assert "bluewhalezz" in project.text
+    memory.forget_user("alice")
+    events = memory.knowledge_history(project.id)
+    assert [(e.op, e.actor) for e in events] == [("INSERT", "consolidation"), ("REMOVE", "erasure")]
+    assert all(e.before is None and e.after is None for e in events)  # what, when; not the text
+    kept = memory.knowledge_history(pottery.id)  # bob's knowledge keeps its text
+    assert kept[0].after == "pottery (Concept): shaping clay"
+    memory.close()
+    holding = [p for p in tmp_path.rglob("*") if p.is_file() and b"bluewhalezz" in p.read_bytes()]
+    assert holding == []
