@@ -147,6 +147,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     doctor.add_argument("--cache", type=Path, help="where GGUF files are (default: the cache)")
     doctor.add_argument("--timeout", type=float, default=600, help="seconds per check")
+    doctor.add_argument(
+        "--allow-amx", action="store_true", help="accept and try a build with AMX kernels"
+    )
 
     config = commands.add_parser("config", help="print the configuration in effect")
     config.add_argument("--config", type=Path, help="a TOML file")
@@ -290,7 +293,8 @@ def _doctor(args: argparse.Namespace, console: Console) -> int:
     from tiermem.slm import models
 
     failed = 0
-    for check in run_checks(args.cache or models.DEFAULT_CACHE, args.timeout):
+    checks = run_checks(args.cache or models.DEFAULT_CACHE, args.timeout, allow_amx=args.allow_amx)
+    for check in checks:
         mark = "[green]ok  [/]" if check.ok else "[red]FAIL[/]"
         console.print(f"{mark} {check.name:16} {check.detail}", highlight=False)
         failed += not check.ok

@@ -88,6 +88,10 @@ class BackendConfig(_Section):
     response_format: Literal["json_schema", "json_object_schema"] = "json_schema"
     n_ctx: int = Field(default=4096, ge=512)
     n_threads: int | None = Field(default=None, gt=0)
+    # llamacpp: load a build with llama.cpp's AMX kernels. Off: they died with SIGILL on this
+    # project's machines even where the kernel grants AMX; turn on only where
+    # `tiermem doctor --allow-amx` passes.
+    allow_amx: bool = False
     request_timeout_s: float = Field(default=120.0, gt=0)
 
     @model_validator(mode="before")

@@ -73,18 +73,20 @@ def _probe_argv(kind: str, *args: str) -> list[str]:
     return [sys.executable, "-m", "tiermem.doctor", "--probe", kind, *args]
 
 
-def run_checks(models_dir: Path, timeout_s: float = 600) -> list[Check]:
-    """Every check, each in its own process."""
+def run_checks(models_dir: Path, timeout_s: float = 600, *, allow_amx: bool = False) -> list[Check]:
+    """Every check, each in its own process. ``allow_amx``: accept (and try) a build with
+    llama.cpp's AMX kernels, as ``BackendConfig.allow_amx`` would."""
     from tiermem.slm.models import installed
 
+    amx = ("--allow-amx",) if allow_amx else ()
     checks = [
-        run_probe("llama.cpp build", _probe_argv("build"), timeout_s),
+        run_probe("llama.cpp build", _probe_argv("build", *amx), timeout_s),
         run_probe("embedder", _probe_argv("embedder"), timeout_s),
     ]
     found = installed(models_dir)
     for alias, path in found.items():
         if path is not None:
-            checks.append(run_probe(alias, _probe_argv("model", str(path)), timeout_s))
+            checks.append(run_probe(alias, _probe_argv("model", str(path), *amx), timeout_s))
     if not any(found.values()):
         checks.append(
             Check("models", True, "none installed (tiermem models install qwen0.5b); skipped")
@@ -93,7 +95,7 @@ def run_checks(models_dir: Path, timeout_s: float = 600) -> list[Check]:
 
 
 # -- probes: each runs in its own child process ---------------------------------------------
-def _probe_build() -> tuple[bool, str]:
+def _probe_build(allow_amx: bool) -> tuple[bool, str]:
     import llama_cpp
     from tiermem.slm.cpu import (
         amx_granted,
@@ -106,14 +108,14 @@ def _probe_build() -> tuple[bool, str]:
 
     compiled = compiled_features(llama_cpp.llama_print_system_info().decode())
     granted = amx_granted()
-    unsafe = unsafe_features(compiled, cpu_flags(), amx_granted=granted)
+    unsafe = unsafe_features(compiled, cpu_flags(), amx_granted=granted, allow_amx=allow_amx)
     wanted = ("AVX2", "AVX512", "AVX512_VBMI", "AVX512_VNNI", "AVX512_BF16", "AMX_INT8")
     summary = " ".join(f for f in wanted if f in compiled) or "baseline x86-64"
     if unsafe:
         return False, f"built for {', '.join(unsafe)}, which this CPU cannot run; run make install"
     tiles = [hit for lib in loaded_libraries() for hit in amx_instructions(lib, 1)]
-    if tiles and not granted:
-        return False, f"AMX instructions in the CPU library, AMX not granted: {tiles[0]}"
+    if tiles and not (granted and allow_amx):
+        return False, f"AMX instructions in the CPU library, AMX not allowed: {tiles[0]}"
     amx = "AMX granted" if granted else "AMX not granted"
     return True, f"llama-cpp-python {llama_cpp.__version__}: {summary}; {amx} to this process"
 
@@ -134,20 +136,24 @@ def _probe_embedder() -> tuple[bool, str]:
     return True, f"{embedder.name}, {len(vectors[0])}-d: load {load_s:.1f} s, {rate:.0f} texts/s"
 
 
-def _probe_model(path: str) -> tuple[bool, str]:
+def _probe_model(path: str, allow_amx: bool) -> tuple[bool, str]:
     from tiermem.slm.llamacpp import measure_speed
 
-    speed = measure_speed(Path(path), prefill=128, decode=32)
+    speed = measure_speed(Path(path), prefill=128, decode=32, allow_amx=allow_amx)
     return True, (
         f"{Path(path).name}: load {speed.load_s:.1f} s, prefill {speed.prefill_tok_s:.0f} tok/s,"
         f" decode {speed.decode_tok_s:.1f} tok/s"
     )
 
 
-def _probe(kind: str, args: Sequence[str]) -> int:
-    probes = {"build": _probe_build, "embedder": _probe_embedder}
+def _probe(kind: str, args: Sequence[str], allow_amx: bool) -> int:
     try:
-        ok, detail = _probe_model(args[0]) if kind == "model" else probes[kind]()
+        if kind == "model":
+            ok, detail = _probe_model(args[0], allow_amx)
+        elif kind == "build":
+            ok, detail = _probe_build(allow_amx)
+        else:
+            ok, detail = _probe_embedder()
     except Exception as exc:  # noqa: BLE001 - a probe reports any failure as its one line
         ok, detail = False, f"{type(exc).__name__}: {exc}"[:500]
     print(json.dumps({"ok": ok, "detail": detail}))
@@ -158,8 +164,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tiermem.doctor")
     parser.add_argument("--probe", required=True, choices=("build", "embedder", "model"))
     parser.add_argument("args", nargs="*")
+    parser.add_argument("--allow-amx", action="store_true")
     args = parser.parse_args(argv)
-    return _probe(args.probe, args.args)
+    return _probe(args.probe, args.args, args.allow_amx)
 
 
 if __name__ == "__main__":

@@ -158,10 +158,15 @@ def compiled_features(system_info: str) -> frozenset[str]:
 
 
 def unsafe_features(
-    compiled: frozenset[str], flags: frozenset[str], *, amx_granted: bool
+    compiled: frozenset[str], flags: frozenset[str], *, amx_granted: bool, allow_amx: bool = False
 ) -> list[str]:
-    """The compiled features this CPU lacks (or, for AMX, that the kernel did not grant).
-    Any of them means SIGILL at the first matrix product.
+    """The compiled features this CPU lacks, and AMX unless it is both allowed and granted.
+    Any of them means SIGILL (or worse) at the first matrix product.
+
+    A grant is not enough: on this project's machines (Sapphire Rapids under KVM) llama.cpp's
+    AMX kernels died at their first ``tileloadd`` in a process the kernel had granted AMX. So
+    an AMX build loads only when the caller allows it (``BackendConfig.allow_amx``, after
+    ``tiermem doctor --allow-amx`` passed on that machine).
 
     >>> unsafe_features(frozenset({"AVX2", "AVX512"}), frozenset({"avx2"}), amx_granted=False)
     ['AVX512']
@@ -169,8 +174,11 @@ def unsafe_features(
     missing = [
         name for name, flag in _SYSTEM_INFO_FLAGS.items() if name in compiled and flag not in flags
     ]
-    if "AMX_INT8" in compiled and "AMX_INT8" not in missing and not amx_granted:
-        missing.append("AMX_INT8 (not granted to this process by the kernel)")
+    if "AMX_INT8" in compiled and "AMX_INT8" not in missing:
+        if not amx_granted:
+            missing.append("AMX_INT8 (not granted to this process by the kernel)")
+        elif not allow_amx:
+            missing.append("AMX_INT8 (not allowed: its kernels crashed here even when granted)")
     return missing
 
 

@@ -38,14 +38,15 @@ def _quiet() -> Iterator[None]:
         yield
 
 
-_BUILD_CHECKED: list[bool] = []
+_BUILD_CHECKED: set[bool] = set()
 
 
-def check_build() -> None:
+def check_build(*, allow_amx: bool = False) -> None:
     """Refuse a llama.cpp build that would die with SIGILL on this CPU (and take the whole
-    process with it): one compiled for instructions this CPU lacks, or for AMX when the kernel
-    does not grant it. Asking for AMX is also what lets an AMX build use its tiles."""
-    if _BUILD_CHECKED:
+    process with it): one compiled for instructions this CPU lacks, or for AMX unless it is
+    allowed and the kernel grants it. Asking for AMX is also what lets an AMX build use its
+    tiles."""
+    if allow_amx in _BUILD_CHECKED:
         return
     import llama_cpp
     from tiermem.slm.cpu import amx_granted, compiled_features, cpu_flags, unsafe_features
@@ -53,18 +54,25 @@ def check_build() -> None:
     compiled = compiled_features(llama_cpp.llama_print_system_info().decode())
     flags = cpu_flags()
     granted = amx_granted() if "AMX_INT8" in compiled else False
-    unsafe = unsafe_features(compiled, flags, amx_granted=granted) if flags else []
+    unsafe = (
+        unsafe_features(compiled, flags, amx_granted=granted, allow_amx=allow_amx) if flags else []
+    )
     if unsafe:
         raise SLMUnavailable(
             "load",
             f"the installed llama.cpp build uses {', '.join(unsafe)}, which this CPU cannot run;"
             " rebuild it for this machine with `make install` (see `tiermem doctor`)",
         )
-    _BUILD_CHECKED.append(True)
+    _BUILD_CHECKED.add(allow_amx)
 
 
 def load_llama(
-    path: Path, n_ctx: int, n_threads: int | None, pool: str = ONLINE_POOL
+    path: Path,
+    n_ctx: int,
+    n_threads: int | None,
+    pool: str = ONLINE_POOL,
+    *,
+    allow_amx: bool = False,
 ) -> tuple[Any, threading.Lock]:
     """The context for ``path`` with these settings in ``pool``, loaded on first use, and
     the lock that serialises calls to it."""
@@ -73,7 +81,7 @@ def load_llama(
         if key not in _MODELS:
             if not path.is_file():
                 raise ConfigError(f"GGUF model file {path} does not exist")
-            check_build()
+            check_build(allow_amx=allow_amx)
             from llama_cpp import Llama
 
             try:
@@ -110,14 +118,19 @@ _SPEED_PROMPT = (
 
 
 def measure_speed(
-    path: Path, *, n_threads: int | None = None, prefill: int = 256, decode: int = 64
+    path: Path,
+    *,
+    n_threads: int | None = None,
+    prefill: int = 256,
+    decode: int = 64,
+    allow_amx: bool = False,
 ) -> Speed:
     """Prefill ``prefill`` prompt tokens, then decode ``decode`` tokens greedily; the same
     count of tokens every time, so runs and builds compare. Loads its own context (not the
     shared one), so it measures the model alone."""
     from llama_cpp import Llama
 
-    check_build()
+    check_build(allow_amx=allow_amx)
     started = time.perf_counter()
     with _quiet():
         llama = Llama(
@@ -165,8 +178,10 @@ class LlamaCppBackend:
         n_ctx: int = 4096,
         n_threads: int | None = None,
         pool: str = ONLINE_POOL,
+        allow_amx: bool = False,
     ) -> None:
         self._path = model_path
+        self._allow_amx = allow_amx
         self._n_ctx = n_ctx
         self._n_threads = n_threads or max(1, (os.cpu_count() or 2))
         self._pool = pool
@@ -176,7 +191,9 @@ class LlamaCppBackend:
         return self._path.name
 
     def complete(self, request: SLMRequest) -> SLMResponse:
-        llama, lock = load_llama(self._path, self._n_ctx, self._n_threads, self._pool)
+        llama, lock = load_llama(
+            self._path, self._n_ctx, self._n_threads, self._pool, allow_amx=self._allow_amx
+        )
         grammar = grammar_for(dict(request.json_schema))
         messages = [{"role": m.role, "content": m.content} for m in request.messages]
         deadline = time.monotonic() + request.timeout_s

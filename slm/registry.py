@@ -36,6 +36,7 @@ def _llamacpp(config: BackendConfig, models_dir: Path, owner: str) -> SLMBackend
         n_ctx=config.n_ctx,
         n_threads=config.n_threads,
         pool=owner,
+        allow_amx=config.allow_amx,
     )
 
 

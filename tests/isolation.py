@@ -67,5 +67,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
             duration=duration if when == "call" else 0.0,
         )
         item.ihook.pytest_runtest_logreport(report=report)
+    # The parent set up no fixture for this item, but the collectors of earlier in-process
+    # items (a module, a class) are still on pytest's setup stack: tear down those the next
+    # item does not share, as pytest's own teardown of this item would have.
+    item.session._setupstate.teardown_exact(nextitem)
     item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
     return True

@@ -88,9 +88,13 @@ def test_a_build_for_missing_instructions_is_named() -> None:
     compiled = cpu.compiled_features(
         "CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | AVX512 = 1 | AMX_INT8 = 1 |"
     )
-    assert cpu.unsafe_features(compiled, frozenset(SAPPHIRE), amx_granted=True) == []
-    refused = cpu.unsafe_features(compiled, frozenset(SAPPHIRE), amx_granted=False)
+    allowed = cpu.unsafe_features(compiled, frozenset(SAPPHIRE), amx_granted=True, allow_amx=True)
+    assert allowed == []
+    refused = cpu.unsafe_features(compiled, frozenset(SAPPHIRE), amx_granted=False, allow_amx=True)
     assert refused == ["AMX_INT8 (not granted to this process by the kernel)"]
+    # granted is not enough: AMX kernels crashed here in a process the kernel had granted AMX
+    [granted_only] = cpu.unsafe_features(compiled, frozenset(SAPPHIRE), amx_granted=True)
+    assert granted_only.startswith("AMX_INT8 (not allowed")
     assert cpu.unsafe_features(compiled, frozenset(AVX2), amx_granted=False) == [
         "AVX512",
         "AMX_INT8",
@@ -124,3 +128,20 @@ def test_the_script_runs_before_tiermem_is_installed() -> None:
         [sys.executable, "-I", str(script), "profile"], capture_output=True, text=True, check=True
     )
     assert '"cmake_args"' in done.stdout
+
+
+def test_loading_an_amx_build_is_refused_with_a_typed_error_unless_allowed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import llama_cpp
+    from tiermem.errors import SLMUnavailable
+    from tiermem.slm import llamacpp
+
+    info = b"CPU : AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | AVX512 = 1 | AMX_INT8 = 1 |"
+    monkeypatch.setattr(llama_cpp, "llama_print_system_info", lambda: info)
+    monkeypatch.setattr(llamacpp, "_BUILD_CHECKED", set())
+    monkeypatch.setattr(cpu, "cpu_flags", lambda: frozenset(SAPPHIRE))
+    monkeypatch.setattr(cpu, "amx_granted", lambda: True)
+    with pytest.raises(SLMUnavailable, match="AMX_INT8"):
+        llamacpp.check_build()
+    llamacpp.check_build(allow_amx=True)  # the user asked for it, and the kernel grants it

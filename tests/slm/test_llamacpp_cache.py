@@ -64,7 +64,7 @@ def gguf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     FakeLlama.entered = threading.Event()
     FakeLlama.release = threading.Event()
     monkeypatch.setattr(llama_cpp, "Llama", FakeLlama)
-    monkeypatch.setattr(llamacpp, "check_build", lambda: None)
+    monkeypatch.setattr(llamacpp, "check_build", lambda **_: None)
     monkeypatch.setattr(llamacpp, "_MODELS", {})
     monkeypatch.setattr(llamacpp, "grammar_for", lambda schema: None)
     yield path
