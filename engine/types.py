@@ -224,7 +224,12 @@ class SearchFilters:
 @dataclass(frozen=True, slots=True)
 class AddResult:
     """What ``add()`` did: the turns it accepted, the entries it added, the existing entries
-    it merged new information into or superseded, and what capacity pressure evicted."""
+    it merged new information into or superseded, and what capacity pressure evicted.
+
+    The capacity eviction runs after the add is written and never undoes it: if the eviction
+    fails, the add still stands, ``eviction_error`` says why (``None`` when it succeeded or
+    was not needed), the eviction itself is rolled back (or, if the store refuses that too,
+    finished before the next write), and the next add enforces capacity again."""
 
     turns: tuple[Turn, ...]
     entries: tuple[MemoryEntry, ...]
@@ -232,6 +237,7 @@ class AddResult:
     merged: tuple[MemoryEntry, ...] = ()
     superseded: tuple[MemoryEntry, ...] = ()
     evicted_ids: tuple[str, ...] = ()
+    eviction_error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,15 +1,17 @@
 """Stage: keep a user's MTM within its capacity B.
 
-Over capacity, the store is brought down to a low-water mark (95% of B) so the work runs
-rarely. Victims, in order: superseded entries (already replaced), then the entries of lowest
-utility (stale and rarely used). A victim with a live near-duplicate is merged into it first
+Over capacity, the store is brought down to a low-water mark (95% of B, at least one entry)
+so the work runs rarely. Victims, in order: superseded entries (already replaced), then the
+entries of lowest utility (stale and rarely used). The entries the current add just wrote are
+never victims: an add never evicts what it returns (if it wrote more than B entries, the store
+stays over B until a later add). A victim with a live near-duplicate is merged into it first
 (its source turns survive there); every removal is an audit row with its reason.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -19,6 +21,15 @@ from tiermem.pipeline.commit import StoreChange, commit, embed_entries
 from tiermem.types import AuditOp, MemoryEntry, SearchFilters
 
 LOW_WATER = 0.95
+
+
+def low_water_mark(capacity: int) -> int:
+    """How many entries an eviction leaves: 95% of ``capacity``, never none.
+
+    >>> low_water_mark(100), low_water_mark(3), low_water_mark(1)
+    (95, 2, 1)
+    """
+    return max(1, int(capacity * LOW_WATER))
 
 
 def utility(entry: MemoryEntry, now: datetime, half_life_days: float = 30.0) -> float:
@@ -46,14 +57,23 @@ def eviction_order(entries: Sequence[MemoryEntry], now: datetime) -> list[Memory
 
 
 def enforce_capacity(
-    c: Components, user_id: str, capacity: int, merge_threshold: float
+    c: Components,
+    user_id: str,
+    capacity: int,
+    merge_threshold: float,
+    protected: Collection[str] = (),
 ) -> tuple[str, ...]:
+    """Evict down to the low-water mark once over ``capacity``; never the ``protected`` ids
+    (the entries the current add wrote). The ids evicted."""
     count = c.store.count(user_id)
     if count <= capacity:
         return ()
     now = c.clock.now()
     entries = c.store.list_entries(user_id, SearchFilters(include_superseded=True))
-    victims = eviction_order(entries, now)[: count - int(capacity * LOW_WATER)]
+    candidates = [e for e in entries if e.id not in protected]
+    victims = eviction_order(candidates, now)[: count - low_water_mark(capacity)]
+    if not victims:
+        return ()
     victim_ids = {v.id for v in victims}
     keepers: dict[str, MemoryEntry] = {}
     records: list[AuditRecord] = []

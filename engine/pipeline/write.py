@@ -4,10 +4,16 @@ resolve against MTM (add / merge / supersede) -> commit journal, then store -> S
 A failure before the journal commits leaves nothing behind; after it, the write is finished
 (or, if the store refused it, rolled back) as ``tiermem.pipeline.commit`` describes. Each write
 first finishes anything an earlier failure left unfinished.
+
+The capacity eviction is a write of its own, after the add's: if it fails, it is rolled back
+like any write (or left to recovery if the rollback fails too), but the add stands and is
+returned, with the failure in ``AddResult.eviction_error``. Every add enforces capacity
+again, so the next one catches up.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
@@ -15,7 +21,7 @@ from datetime import datetime
 
 from tiermem.components import Components
 from tiermem.embedding.base import EmbedMode
-from tiermem.errors import MemoryNotFoundError
+from tiermem.errors import MemoryNotFoundError, TiermemError
 from tiermem.journal import AuditRecord
 from tiermem.lexical import lexical_query
 from tiermem.pipeline.capacity import enforce_capacity
@@ -24,6 +30,8 @@ from tiermem.pipeline.recovery import finish_unfinished
 from tiermem.pipeline.resolve import Proposed, apply_writes, plan_writes
 from tiermem.roles.extract import CandidateEntry
 from tiermem.types import AddResult, AuditOp, MemoryEntry, SearchFilters, Turn
+
+logger = logging.getLogger(__name__)
 
 _ENTRY_NAMESPACE = uuid.UUID("6f1d9c8e-3b0a-5c4e-9d2f-7a1b2c3d4e5f")
 RELATED_MEMORIES = 5
@@ -94,7 +102,8 @@ def run_add(c: Components, user_id: str, session_id: str, turns: Sequence[Turn])
     elif new_turns:
         commit(c, "add", user_id, [], StoreChange(), new_turns)  # the turns are still the record
     c.stm.append(new_turns)
-    evicted = enforce_capacity(c, user_id, c.policy.capacity, c.policy.merge_threshold)
+    written = [e.id for e in plan.adds] + [new.id for _, new, _ in plan.merges] if plan else []
+    evicted, eviction_error = _evict(c, user_id, written)
     return AddResult(
         turns=tuple(turns),
         entries=tuple(plan.adds) if plan else (),
@@ -104,7 +113,28 @@ def run_add(c: Components, user_id: str, session_id: str, turns: Sequence[Turn])
         if plan
         else (),
         evicted_ids=evicted,
+        eviction_error=eviction_error,
     )
+
+
+def _evict(
+    c: Components, user_id: str, written: Sequence[str]
+) -> tuple[tuple[str, ...], str | None]:
+    """Enforce capacity after an add, never evicting the entries it ``written``: the ids
+    evicted, or none and why not. The add is done by now, so a failure here must not look like the
+    add's: it is reported, not raised."""
+    try:
+        evicted = enforce_capacity(
+            c, user_id, c.policy.capacity, c.policy.merge_threshold, protected=set(written)
+        )
+    except TiermemError as exc:
+        # Not the message: it may quote the store's or the user's data.
+        logger.warning(
+            "capacity eviction after an add failed (%s); the add stands, the next add retries",
+            type(exc).__name__,
+        )
+        return (), f"{type(exc).__name__}: {exc}"
+    return evicted, None
 
 
 def run_update(c: Components, old: MemoryEntry, text: str) -> MemoryEntry:

@@ -7,6 +7,11 @@ so a bug in naming could never hand out another user's entries. The check runs o
 returned points rather than as a filter condition: embedded Qdrant evaluates each condition
 in Python for every point (~17 us a point), so a redundant condition would double the cost
 of every search there.
+
+A read can meet a collection that is gone: ``forget_user`` dropped it after the read looked it
+up (another thread or, on a server, another process). Such a read answers as for a user with
+no memories, never with an error: if a call fails and the collection no longer exists, the
+read returns its empty result.
 """
 
 from __future__ import annotations
@@ -47,6 +52,11 @@ _QDRANT_ERRORS = (
     KeyError,
 )
 _ACCESS_FIELDS = ["user_id", "access_count", "last_accessed"]
+
+
+class _CollectionGoneError(StoreError):
+    """A read's collection was dropped under it; the public read returns its empty result
+    (a ``StoreError`` should one ever escape)."""
 
 
 def _valid_point_id(value: str) -> bool:
@@ -123,19 +133,45 @@ class QdrantStore:
         except _QDRANT_ERRORS as exc:
             raise StoreError(f"qdrant {what} failed: {exc}") from exc
 
+    def _read(self, name: str, what: str, fn: Callable[[], _T]) -> _T:
+        """``_call`` for a read of collection ``name``: ``_CollectionGoneError`` if it failed
+        because the collection was dropped since the read looked it up."""
+        try:
+            return self._call(what, fn)
+        except StoreError as exc:
+            if self._still_there(name):
+                raise
+            raise _CollectionGoneError(f"collection {name} was dropped during a read") from exc
+
+    def _still_there(self, name: str) -> bool:
+        """Whether collection ``name`` exists (``True`` when that cannot be told: the
+        failure then stands as it is); one that is gone is forgotten here too."""
+        with self._lock:
+            try:
+                exists = self._call(
+                    "collection_exists", lambda: self._client.collection_exists(name)
+                )
+            except StoreError:
+                return True
+            if not exists:
+                self._known.discard(name)
+                self._lexical.pop(name, None)
+            return exists
+
     def _collection(self, user_id: str, *, create: bool) -> str | None:
         name = collection_name(self._prefix, user_id)
-        if name in self._known:
-            return name
-        if self._call("collection_exists", lambda: self._client.collection_exists(name)):
-            self._check_schema(name)
+        with self._lock:  # no drop between finding the collection and checking it
+            if name in self._known:
+                return name
+            if self._call("collection_exists", lambda: self._client.collection_exists(name)):
+                self._check_schema(name)
+                self._known.add(name)
+                return name
+            if not create:
+                return None
+            self._call("create_collection", lambda: self._create(name))
             self._known.add(name)
             return name
-        if not create:
-            return None
-        self._call("create_collection", lambda: self._create(name))
-        self._known.add(name)
-        return name
 
     def _create(self, name: str) -> None:
         self._client.create_collection(
@@ -205,9 +241,12 @@ class QdrantStore:
         wanted = [i for i in ids if _valid_point_id(i)]
         if name is None or not wanted:
             return []
-        records = self._call(
-            "retrieve", lambda: self._client.retrieve(name, ids=wanted, with_payload=True)
-        )
+        try:
+            records = self._read(
+                name, "retrieve", lambda: self._client.retrieve(name, ids=wanted, with_payload=True)
+            )
+        except _CollectionGoneError:
+            return []
         found = {str(r.id): _owned(user_id, r.id, r.payload) for r in records}
         return [e for e in (found.get(i) for i in wanted) if e is not None]
 
@@ -225,7 +264,10 @@ class QdrantStore:
         entries: list[MemoryEntry] = []
         offset: Any = None
         while True:
-            records, offset = self._call("scroll", lambda: page(offset))  # noqa: B023 - called now
+            try:
+                records, offset = self._read(name, "scroll", lambda: page(offset))  # noqa: B023
+            except _CollectionGoneError:
+                return []
             entries.extend(e for r in records if (e := _owned(user_id, r.id, r.payload)))
             if offset is None:
                 break
@@ -238,7 +280,10 @@ class QdrantStore:
         name = self._collection(user_id, create=False)
         if name is None:
             return []
-        return self._dense(name, user_id, vector, filters, limit)
+        try:
+            return self._dense(name, user_id, vector, filters, limit)
+        except _CollectionGoneError:
+            return []
 
     def _dense(
         self, name: str, user_id: str, vector: Vectors, filters: SearchFilters, limit: int
@@ -250,7 +295,8 @@ class QdrantStore:
         query = vector.reshape(-1).tolist()
 
         def ask(query_filter: models.Filter | None, n: int) -> list[ScoredEntry]:
-            response = self._call(
+            response = self._read(
+                name,
                 "query_points",
                 lambda: self._client.query_points(
                     name,
@@ -279,6 +325,20 @@ class QdrantStore:
         name = self._collection(user_id, create=False)
         if name is None:
             return HybridHits([], [])
+        try:
+            return self._hybrid(name, user_id, vector, text, filters, limit)
+        except _CollectionGoneError:
+            return HybridHits([], [])
+
+    def _hybrid(
+        self,
+        name: str,
+        user_id: str,
+        vector: Vectors,
+        text: str,
+        filters: SearchFilters,
+        limit: int,
+    ) -> HybridHits:
         query_filter = to_qdrant_filter(filters)
         requests = [
             models.QueryRequest(
@@ -300,8 +360,10 @@ class QdrantStore:
                 )
             )
         if self._server:
-            responses = self._call(
-                "query_batch_points", lambda: self._client.query_batch_points(name, requests)
+            responses = self._read(
+                name,
+                "query_batch_points",
+                lambda: self._client.query_batch_points(name, requests),
             )
             lexical = self._scored(user_id, responses[1].points) if len(responses) > 1 else []
             return HybridHits(self._scored(user_id, responses[0].points), lexical)
@@ -321,7 +383,8 @@ class QdrantStore:
         step = max(2 * limit, 16)
         for start in range(0, len(ranked), step):
             ids: list[models.ExtendedPointId] = list(ranked[start : start + step])
-            records = self._call(
+            records = self._read(
+                name,
                 "retrieve",
                 lambda: self._client.retrieve(name, ids=ids, with_payload=True),  # noqa: B023
             )
@@ -346,7 +409,7 @@ class QdrantStore:
 
         offset: Any = None
         while True:
-            records, offset = self._call("scroll", lambda: page(offset))  # noqa: B023 - called now
+            records, offset = self._read(name, "scroll", lambda: page(offset))  # noqa: B023
             index.upsert_many(
                 (str(r.id), str((r.payload or {}).get(INDEX_TEXT, ""))) for r in records
             )
@@ -369,8 +432,10 @@ class QdrantStore:
         wanted: list[models.ExtendedPointId] = [i for i in ids if _valid_point_id(i)]
         if not wanted:
             return {}
-        records = self._call(
-            "retrieve", lambda: self._client.retrieve(name, ids=wanted, with_payload=_ACCESS_FIELDS)
+        records = self._read(
+            name,
+            "retrieve",
+            lambda: self._client.retrieve(name, ids=wanted, with_payload=_ACCESS_FIELDS),
         )
         stats: dict[str, tuple[int, datetime | None]] = {}
         for r in records:
@@ -392,18 +457,24 @@ class QdrantStore:
             name = self._collection(user_id, create=False)
             if name is None:  # the user was forgotten since the search
                 return {}
-            read = self._access_stats(name, user_id, list(dict.fromkeys(ids)))
-            updates = {i: AccessUpdate(n + 1, at) for i, (n, _) in read.items()}
             try:
-                self._write_access(name, updates)
-            except StoreError:
-                # Only another process can delete a point between the read and the write
-                # (a shared server): drop what is gone, write again what did not land.
-                now = self._access_stats(name, user_id, list(updates))
-                updates = {i: u for i, u in updates.items() if i in now}
-                self._write_access(
-                    name, {i: u for i, u in updates.items() if now[i][0] == read[i][0]}
-                )
+                return self._record_access(name, user_id, ids, at)
+            except _CollectionGoneError:  # forgotten by another process meanwhile
+                return {}
+
+    def _record_access(
+        self, name: str, user_id: str, ids: Sequence[str], at: datetime
+    ) -> dict[str, AccessUpdate]:
+        read = self._access_stats(name, user_id, list(dict.fromkeys(ids)))
+        updates = {i: AccessUpdate(n + 1, at) for i, (n, _) in read.items()}
+        try:
+            self._write_access(name, updates)
+        except StoreError:
+            # Only another process can delete a point between the read and the write
+            # (a shared server): drop what is gone, write again what did not land.
+            now = self._access_stats(name, user_id, list(updates))
+            updates = {i: u for i, u in updates.items() if i in now}
+            self._write_access(name, {i: u for i, u in updates.items() if now[i][0] == read[i][0]})
         return updates
 
     def _write_access(self, name: str, updates: Mapping[str, AccessUpdate]) -> None:
@@ -463,7 +534,10 @@ class QdrantStore:
         name = self._collection(user_id, create=False)
         if name is None:
             return 0
-        return self._call("count", lambda: self._client.count(name, exact=True).count)
+        try:
+            return self._read(name, "count", lambda: self._client.count(name, exact=True).count)
+        except _CollectionGoneError:
+            return 0
 
     def close(self) -> None:
         with self._lock:

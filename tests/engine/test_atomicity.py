@@ -220,8 +220,11 @@ def test_store_failing_mid_update_delete_or_eviction_leaves_nothing(
     with pytest.raises(StoreError, match="delete refused"):
         memory.delete(entry.id, "ana")
     assert _snapshot(memory) == before
-    with pytest.raises(StoreError, match="delete refused"):  # the 4th entry evicts the 1st
-        memory.add(chat(("user", "I play chess.")), user_id="ana")
+    # The 4th entry evicts the 1st: the eviction is undone, the add stands and says so.
+    added = memory.add(chat(("user", "I play chess.")), user_id="ana")
+    assert added.eviction_error is not None
+    assert "delete refused" in added.eviction_error
+    assert memory.get(added.entries[0].id, "ana").text == "Ana: I play chess."
     assert [e.op for e in memory.history(entry.id, "ana")] == ["ADD"]
     half_writing_store.delete = original  # type: ignore[method-assign]
     assert not components.journal.has_unfinished()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from tiermem.config import merge_overrides
 from tiermem.policy import Policy, policy_from_config
 from tiermem.slm.base import SLMRequest
 
-from tests.conftest import chat
+from tests.conftest import T0, chat
 from tests.fakes.scripted import KIND, ScriptedModels
 from tests.offline.conftest import ltm_config, one_node_per_memory
 from tests.slm.conftest import Script, entry, numbered, slm_config
@@ -62,7 +63,8 @@ def _entries_kept_of_six(
     config: TiermemConfig, clock: ManualClock, models: ScriptedModels
 ) -> object:
     with _open(config, clock, models) as memory:
-        memory.add(chat(*[("user", f) for f in FACTS]), "u")
+        for i, fact in enumerate(FACTS):  # one add each: an add never evicts its own entries
+            memory.add(chat(("user", fact), start=T0 + timedelta(minutes=i)), "u")
         return len(memory.get_all("u"))
 
 
