@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tiermem.changes import Change
-from tiermem.errors import AuditError
+from tiermem.errors import AuditError, ClosedError
 from tiermem.types import AuditEvent, AuditOp, Role, Turn
 
 SCHEMA_VERSION = 2
@@ -187,14 +187,22 @@ class JournalWriter:
 
 
 class Journal:
-    """SQLite audit log and turn log. ``path=None`` keeps the database in memory."""
+    """SQLite audit log and turn log. ``path=None`` keeps the database in memory.
 
-    def __init__(self, path: Path | None) -> None:
+    Every method raises ``AuditError`` when SQLite fails (another connection holding the file
+    longer than ``busy_timeout_s``, a full disk) and ``ClosedError`` after ``close()``; no
+    ``sqlite3`` error reaches the caller."""
+
+    def __init__(self, path: Path | None, *, busy_timeout_s: float = 5.0) -> None:
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
+        self._closed = False
         try:
             self._conn = sqlite3.connect(
-                str(path) if path else ":memory:", check_same_thread=False, isolation_level=None
+                str(path) if path else ":memory:",
+                timeout=busy_timeout_s,
+                check_same_thread=False,
+                isolation_level=None,
             )
             self._conn.execute("PRAGMA secure_delete = ON")
             self._conn.execute("PRAGMA foreign_keys = ON")
@@ -221,17 +229,34 @@ class Journal:
             raise
         self._conn.execute("COMMIT")
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("the journal is closed")
+
+    def _query(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
+        """Every row ``sql`` selects, read under the lock, with SQLite's errors typed."""
+        with self._lock:
+            self._check_open()
+            try:
+                return self._conn.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise AuditError(f"cannot read the journal: {exc}") from exc
+
     @contextmanager
     def transaction(self) -> Iterator[JournalWriter]:
         """One atomic write. If the body raises, nothing it wrote stays; if the commit fails,
         ``AuditError`` is raised and nothing stays either."""
         with self._lock:
+            self._check_open()
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
                 raise AuditError(f"cannot start a journal transaction: {exc}") from exc
             try:
                 yield JournalWriter(self._conn)
+            except sqlite3.Error as exc:  # a statement of the body (a full disk, a lock)
+                self._conn.execute("ROLLBACK")
+                raise AuditError(f"journal write failed: {exc}") from exc
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
@@ -246,13 +271,12 @@ class Journal:
 
     def history(self, user_id: str, memory_id: str) -> list[AuditEvent]:
         """The entry's audit rows, oldest first, less those of a write being rolled back."""
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT seq, at, user_id, memory_id, op, before, after, actor, detail FROM audit"
-                " WHERE user_id = ? AND memory_id = ? AND (op_id IS NULL OR op_id NOT IN"
-                " (SELECT op_id FROM intents WHERE state = 'undoing')) ORDER BY seq",
-                (user_id, memory_id),
-            ).fetchall()
+        rows = self._query(
+            "SELECT seq, at, user_id, memory_id, op, before, after, actor, detail FROM audit"
+            " WHERE user_id = ? AND memory_id = ? AND (op_id IS NULL OR op_id NOT IN"
+            " (SELECT op_id FROM intents WHERE state = 'undoing')) ORDER BY seq",
+            (user_id, memory_id),
+        )
         return [
             AuditEvent(
                 seq,
@@ -284,14 +308,14 @@ class Journal:
         self, user_id: str, column: str, values: Sequence[str], order: str
     ) -> list[Turn]:
         if not values:
+            self._check_open()
             return []
         marks = ",".join("?" * len(values))
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT turn_id, session_id, role, speaker, content, at FROM turns"
-                f" WHERE user_id = ? AND {column} IN ({marks}){order}",
-                (user_id, *values),
-            ).fetchall()
+        rows = self._query(
+            "SELECT turn_id, session_id, role, speaker, content, at FROM turns"
+            f" WHERE user_id = ? AND {column} IN ({marks}){order}",
+            (user_id, *values),
+        )
         return [
             Turn(tid, user_id, sid, Role(role), speaker, content, datetime.fromisoformat(at))
             for tid, sid, role, speaker, content, at in rows
@@ -299,28 +323,20 @@ class Journal:
 
     def user_ids(self) -> list[str]:
         """Every user with stored turns or audit rows."""
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT user_id FROM turns UNION SELECT user_id FROM audit ORDER BY 1"
-            ).fetchall()
+        rows = self._query("SELECT user_id FROM turns UNION SELECT user_id FROM audit ORDER BY 1")
         return [r[0] for r in rows]
 
     def speakers(self, user_id: str | None = None) -> list[str]:
         """The speaker names of this user's stored turns (of every user's, if ``None``)."""
         where, params = ("WHERE user_id = ?", (user_id,)) if user_id is not None else ("", ())
-        with self._lock:
-            rows = self._conn.execute(
-                f"SELECT DISTINCT speaker FROM turns {where} ORDER BY 1",
-                params,
-            ).fetchall()
+        rows = self._query(f"SELECT DISTINCT speaker FROM turns {where} ORDER BY 1", params)
         return [r[0] for r in rows]
 
     def memory_ids(self, user_id: str) -> list[str]:
         """Every memory id this user ever had (the audit log keeps deleted and merged ones)."""
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT DISTINCT memory_id FROM audit WHERE user_id = ? ORDER BY 1", (user_id,)
-            ).fetchall()
+        rows = self._query(
+            "SELECT DISTINCT memory_id FROM audit WHERE user_id = ? ORDER BY 1", (user_id,)
+        )
         return [r[0] for r in rows]
 
     def record_ltm(self, changes: Sequence[Change], at: datetime, actor: str) -> None:
@@ -346,37 +362,33 @@ class Journal:
 
     def ltm_history(self, item_id: str) -> list[LTMAuditEvent]:
         """Every recorded change to one graph item, oldest first."""
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT seq, at, op, item_id, before, after, evidence, actor FROM ltm_audit"
-                " WHERE item_id = ? ORDER BY seq",
-                (item_id,),
-            ).fetchall()
+        rows = self._query(
+            "SELECT seq, at, op, item_id, before, after, evidence, actor FROM ltm_audit"
+            " WHERE item_id = ? ORDER BY seq",
+            (item_id,),
+        )
         return [
             LTMAuditEvent(seq, datetime.fromisoformat(at), op, iid, before, after, ev, actor)
             for seq, at, op, iid, before, after, ev, actor in rows
         ]
 
     def count_audit(self, user_id: str) -> int:
-        with self._lock:
-            row = self._conn.execute("SELECT COUNT(*) FROM audit WHERE user_id = ?", (user_id,))
-            return int(row.fetchone()[0])
+        rows = self._query("SELECT COUNT(*) FROM audit WHERE user_id = ?", (user_id,))
+        return int(rows[0][0])
 
     # -- intents ----------------------------------------------------------------------------
     def unfinished(self) -> list[Intent]:
         """Every intent not finished yet, oldest first."""
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT op_id, user_id, kind, state, payload FROM intents ORDER BY op_id"
-            ).fetchall()
+        rows = self._query(
+            "SELECT op_id, user_id, kind, state, payload FROM intents ORDER BY op_id"
+        )
         return [
             Intent(op_id, uid, kind, state, json.loads(payload))
             for op_id, uid, kind, state, payload in rows
         ]
 
     def has_unfinished(self) -> bool:
-        with self._lock:
-            return self._conn.execute("SELECT 1 FROM intents LIMIT 1").fetchone() is not None
+        return bool(self._query("SELECT 1 FROM intents LIMIT 1"))
 
     def finish(self, op_id: int) -> None:
         """The store has the intent's change (or an erasure is complete): forget the intent."""
@@ -419,5 +431,7 @@ class Journal:
         return ForgetCounts(audit_rows=audit, turns=turns)
 
     def close(self) -> None:
+        """Close the database (idempotent); every later call raises ``ClosedError``."""
         with self._lock:
+            self._closed = True
             self._conn.close()

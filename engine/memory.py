@@ -43,6 +43,7 @@ from tiermem.validation import (
     MessageLike,
     normalize_messages,
     validate_filters,
+    validate_hits,
     validate_k,
     validate_memory_id,
     validate_memory_text,
@@ -288,8 +289,10 @@ class Memory:
     def source_turns(self, hits: Iterable[SearchHit], user_id: str) -> dict[str, Turn]:
         """The stored turns that these hits came from, by turn id. LTM hits have none: their
         knowledge is de-identified and keeps no turn of anyone."""
-        ids = sorted({tid for h in hits for tid in h.source_turn_ids})
-        return self._c.journal.turns(validate_user_id(user_id), ids)
+        self._check_open()
+        uid = validate_user_id(user_id)
+        ids = sorted({tid for h in validate_hits(hits) for tid in h.source_turn_ids})
+        return self._c.journal.turns(uid, ids)
 
     def get(self, memory_id: str, user_id: str) -> MemoryEntry:
         """One entry of this user; ``MemoryNotFoundError`` if this user has no such entry.
@@ -350,20 +353,24 @@ class Memory:
 
     # -- lifecycle ------------------------------------------------------------------------
     def close(self) -> None:
-        """Release the store and the journal. Idempotent."""
+        """Release the store and the journal. Idempotent. New calls raise ``ClosedError`` at
+        once; writes in flight finish first (close waits for them); a read in flight that
+        reaches the journal after it closed raises ``ClosedError`` too."""
         if self._closed:
             return
         self._closed = True
         if self._consolidation is not None:
+            # before the write lock: the chunk in flight commits under it
             self._consolidation.stop()  # finishes the chunk in flight, commits nothing more
-        try:
-            if self._c.ltm is not None:
-                self._c.ltm.close()  # saves, then releases its directory to the next writer
-            self._c.store.close()
-        finally:
-            self._c.journal.close()
-            for close in self._c.closers:
-                close()
+        with self._write_lock:
+            try:
+                if self._c.ltm is not None:
+                    self._c.ltm.close()  # saves, then releases its directory to the next writer
+                self._c.store.close()
+            finally:
+                self._c.journal.close()
+                for close in self._c.closers:
+                    close()
 
     def __enter__(self) -> Memory:
         return self
