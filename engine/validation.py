@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,6 +14,7 @@ from tiermem.clock import Clock
 from tiermem.errors import (
     EmptyMessagesError,
     InvalidFilterError,
+    InvalidInputError,
     InvalidLimitError,
     InvalidMemoryIdError,
     InvalidMessageError,
@@ -24,7 +25,7 @@ from tiermem.errors import (
     UnknownRoleError,
     shown,
 )
-from tiermem.types import MemoryKind, Message, Role, SearchFilters, Turn
+from tiermem.types import MemoryKind, Message, Role, SearchFilters, SearchHit, Turn
 
 MAX_ID_LENGTH = 128
 MAX_CONTENT_CHARS = 32_000
@@ -155,18 +156,21 @@ def validate_memory_text(text: object) -> str:
 NO_TIME_ZONE = "has no time zone"
 
 
-def _to_utc(value: datetime) -> datetime | str:
-    """``value`` as the same instant in UTC, or why there is none (a string)."""
+def _to_utc(value: datetime, fail: Callable[[str], InvalidInputError]) -> datetime:
+    """``value`` as the same instant in UTC, or ``fail(why there is none)`` raised."""
     try:
+        # both calls run the caller's tzinfo.utcoffset(), which may raise anything
         offset = value.utcoffset()
-    except (ValueError, TypeError):  # a tzinfo whose offset is over a day, or not a timedelta
-        return "has a time zone whose UTC offset is invalid"
-    if offset is None:  # no tzinfo, or one that does not know its offset
-        return NO_TIME_ZONE
-    try:
-        return value.astimezone(UTC)
-    except OverflowError:  # datetime(1, 1, 1, tzinfo=UTC+14) is in year 0 in UTC
-        return "has no UTC equivalent within years 1 to 9999"
+        utc = None if offset is None else value.astimezone(UTC)
+    except OverflowError as exc:  # datetime(1, 1, 1, tzinfo=UTC+14) is in year 0 in UTC
+        raise fail("has no UTC equivalent within years 1 to 9999") from exc
+    except (ValueError, TypeError) as exc:  # an offset over a day, or not a timedelta
+        raise fail("has a time zone whose UTC offset is invalid") from exc
+    except Exception as exc:  # the caller's tzinfo is broken: bad input, not our failure
+        raise fail(f"has a time zone whose utcoffset() raised {type(exc).__name__}") from exc
+    if utc is None:  # no tzinfo, or one that does not know its offset
+        raise fail(NO_TIME_ZONE)
+    return utc
 
 
 def _filter_bound(name: str, value: object) -> datetime | None:
@@ -176,10 +180,7 @@ def _filter_bound(name: str, value: object) -> datetime | None:
         raise InvalidFilterError(
             f"filters.{name} must be a timezone-aware datetime, got {type(value).__name__}"
         )
-    utc = _to_utc(value)
-    if isinstance(utc, str):
-        raise InvalidFilterError(f"filters.{name} {shown(value)} {utc}")
-    return utc
+    return _to_utc(value, lambda why: InvalidFilterError(f"filters.{name} {shown(value)} {why}"))
 
 
 def _filter_kinds(kinds: object) -> tuple[MemoryKind, ...]:
@@ -225,6 +226,20 @@ def validate_filters(filters: SearchFilters | None) -> SearchFilters:
     )
 
 
+def validate_hits(hits: object) -> list[SearchHit]:
+    """The hits of ``source_turns()``: an iterable of ``SearchHit`` (what ``search()``
+    returns), or ``InvalidInputError``."""
+    if isinstance(hits, SearchHit | str | bytes | Mapping) or not isinstance(hits, Iterable):
+        raise InvalidInputError(
+            f"hits must be a list of SearchHit (as search() returns), got {type(hits).__name__}"
+        )
+    checked = list(hits)
+    for index, hit in enumerate(checked):
+        if not isinstance(hit, SearchHit):
+            raise InvalidInputError(f"hits[{index}] is a {type(hit).__name__}, not a SearchHit")
+    return checked
+
+
 def _as_message(index: int, raw: MessageLike) -> Message:
     if isinstance(raw, Message):
         return raw
@@ -259,12 +274,14 @@ def _resolve_timestamp(index: int, value: object, clock: Clock) -> datetime:
         raise InvalidMessageError(
             index, f"timestamp must be a datetime, got {type(value).__name__}"
         )
-    utc = _to_utc(value)
-    if utc == NO_TIME_ZONE:
-        raise NaiveTimestampError(index, value)
-    if isinstance(utc, str):
-        raise InvalidMessageError(index, f"timestamp {shown(value)} {utc}")
-    return utc
+    when = value
+
+    def fail(why: str) -> InvalidMessageError:
+        if why == NO_TIME_ZONE:
+            return NaiveTimestampError(index, when)
+        return InvalidMessageError(index, f"timestamp {shown(when)} {why}")
+
+    return _to_utc(value, fail)
 
 
 def _message_content(index: int, content: object) -> str:
