@@ -9,7 +9,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from tiermem.errors import LTMLockedError
+from tiermem.errors import ConfigError, LTMLockedError
 
 TMP_SUFFIX = ".tmp"
 LOCK_FILE = "ltm.lock"
@@ -68,9 +68,16 @@ class DirectoryLock:
 
     @classmethod
     def acquire(cls, directory: Path) -> DirectoryLock:
-        """Take the lock, or raise ``LTMLockedError`` naming the directory and the holder."""
-        directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        """Take the lock, or raise ``LTMLockedError`` naming the directory and the holder
+        (``ConfigError`` naming it when it cannot be a directory, or cannot be written)."""
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot use {directory} as the knowledge graph's directory (ltm.path): "
+                f"{exc.strerror or exc}"
+            ) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -55,16 +55,23 @@ class Provenance:
 
 
 def load_or_create_secret(path: Path) -> bytes:
-    """The secret stored at ``path`` (hex), created with mode 0600 on first use."""
+    """The secret stored at ``path`` (hex), created with mode 0600 on first use. A path that
+    cannot hold it (a file where its directory should be, no permission) is a
+    ``ConfigError`` naming it."""
     try:
         return bytes.fromhex(path.read_text().strip())
     except FileNotFoundError:
         pass
     except ValueError as exc:
         raise ConfigError(f"the LTM secret at {path} is not hex") from exc
-    path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot read the LTM secret at {path}: {exc.strerror or exc}") from exc
     secret = secrets.token_bytes(SECRET_BYTES)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(secret.hex())
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secret.hex())
+    except OSError as exc:
+        raise ConfigError(f"cannot create the LTM secret at {path}: {exc.strerror or exc}") from exc
     return secret

@@ -168,6 +168,10 @@ class LongTermMemory:
             raw = file.read_bytes()
         except FileNotFoundError:
             return KnowledgeGraph(self.dim), {}
+        except OSError as exc:  # a directory in its place, no permission
+            raise LTMError(
+                f"knowledge graph at {file} cannot be read: {exc.strerror or exc}"
+            ) from exc
         try:
             doc = json.loads(raw)
             if doc.get("schema") != SCHEMA:
