@@ -24,7 +24,15 @@ from tiermem.components import Components
 from tiermem.config import TiermemConfig
 from tiermem.context import DEFAULT_BUDGET_TOKENS, DeliveredContext
 from tiermem.memory import ForgetReport, Memory
-from tiermem.types import AddResult, AnswerResult, AuditEvent, MemoryEntry, SearchFilters, SearchHit
+from tiermem.types import (
+    AddResult,
+    AnswerResult,
+    AuditEvent,
+    MemoryEntry,
+    SearchFilters,
+    SearchHit,
+    Turn,
+)
 from tiermem.validation import MessageLike
 
 if TYPE_CHECKING:
@@ -98,6 +106,12 @@ class AsyncMemory:
         filters: SearchFilters | None = None,
     ) -> AnswerResult:
         return await asyncio.to_thread(self.sync.answer, query, user_id, session_id, filters)
+
+    async def source_turns(self, hits: Iterable[SearchHit], user_id: str) -> dict[str, Turn]:
+        return await asyncio.to_thread(self.sync.source_turns, hits, user_id)
+
+    async def working_memory(self, user_id: str, session_id: str | None = None) -> tuple[Turn, ...]:
+        return await asyncio.to_thread(self.sync.working_memory, user_id, session_id)
 
     async def get(self, memory_id: str, user_id: str) -> MemoryEntry:
         return await asyncio.to_thread(self.sync.get, memory_id, user_id)
