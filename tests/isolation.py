@@ -3,11 +3,17 @@
 A real model can kill its process: a llama.cpp build that uses an instruction the CPU or the
 kernel does not allow dies with SIGILL, and in-process that would end the whole test run. In a
 child, the fatal signal fails that one test, with the signal named, and the run goes on.
+
+A child that hangs (a model stuck in a call) is killed after ``TIERMEM_ISOLATED_TIMEOUT``
+seconds (900 unless set): the test fails naming the timeout, and the run goes on. The child's
+outcome is reported as it was: passed, failed, skipped, xfailed or xpassed.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,6 +24,38 @@ import pytest
 
 CHILD = "TIERMEM_ISOLATED_CHILD"
 MARKER = "real_model"
+TIMEOUT_ENV = "TIERMEM_ISOLATED_TIMEOUT"
+DEFAULT_TIMEOUT_S = 900.0
+_COUNT = re.compile(r"(\d+) (passed|failed|skipped|xfailed|xpassed|errors?)\b")
+
+# (outcome, longrepr, duration, extra report attributes such as ``wasxfail``)
+Outcome = tuple[str, object, float, dict[str, object]]
+
+
+def _timeout_s() -> float:
+    """The child's time limit, from ``TIERMEM_ISOLATED_TIMEOUT``; ``ValueError`` if unusable."""
+    raw = os.environ.get(TIMEOUT_ENV)
+    if raw is None:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"{TIMEOUT_ENV}={raw!r} is not a positive number of seconds")
+    return value
+
+
+def _text(output: str | bytes | None) -> str:
+    if isinstance(output, bytes):  # what a timeout leaves, even in text mode
+        return output.decode(errors="replace")
+    return output or ""
+
+
+def _reason(output: str, tag: str) -> str:
+    """The reason on the child's short-summary line ``TAG nodeid - reason``."""
+    line = next((ln for ln in output.splitlines() if ln.startswith(tag + " ")), "")
+    return line.split(" - ", 1)[1] if " - " in line else ""
 
 
 def _signal_name(returncode: int) -> str:
@@ -27,26 +65,50 @@ def _signal_name(returncode: int) -> str:
         return f"signal {-returncode}"
 
 
-def _run_child(item: pytest.Item) -> tuple[str, object, float]:
+def _run_child(item: pytest.Item) -> Outcome:
+    try:
+        timeout = _timeout_s()
+    except ValueError as exc:
+        return "failed", str(exc), 0.0, {}
     root = Path(str(item.config.rootpath))
-    argv = [sys.executable, "-m", "pytest", item.nodeid, "-q", "-rs", "-p", "no:cacheprovider"]
+    argv = [sys.executable, "-m", "pytest", item.nodeid, "-q", "-rsxX", "-p", "no:cacheprovider"]
     started = time.monotonic()
-    done = subprocess.run(
-        argv, cwd=root, env={**os.environ, CHILD: "1"}, capture_output=True, text=True
-    )
+    try:
+        done = subprocess.run(
+            argv,
+            cwd=root,
+            env={**os.environ, CHILD: "1"},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired as exc:  # run() has killed the child
+        output = (_text(exc.stdout) + _text(exc.stderr)).strip()
+        message = (
+            f"the test process did not finish within {timeout:g} s ({TIMEOUT_ENV}) and was "
+            f"killed\n{output[-4000:]}"
+        )
+        return "failed", message, time.monotonic() - started, {}
     duration = time.monotonic() - started
     output = (done.stdout + done.stderr).strip()
     if done.returncode < 0:
         name = _signal_name(done.returncode)
         message = f"the test process was killed by {name}\n{output[-4000:]}"
-        return "failed", message, duration
+        return "failed", message, duration, {}
     summary = output.splitlines()[-1] if output else ""
-    if done.returncode == 0 and " passed" in summary:
-        return "passed", None, duration
-    if done.returncode == 0 and " skipped" in summary:
+    counts = {kind: int(n) for n, kind in _COUNT.findall(summary)}
+    if done.returncode == 0 and counts.get("xfailed"):
+        reason = _reason(output, "XFAIL")
+        where = (str(item.path), item.location[1] or 0, f"XFAIL {reason}".strip())
+        return "skipped", where, duration, {"wasxfail": reason}
+    if done.returncode == 0 and counts.get("xpassed"):
+        return "passed", None, duration, {"wasxfail": _reason(output, "XPASS")}
+    if done.returncode == 0 and counts.get("passed"):
+        return "passed", None, duration, {}
+    if done.returncode == 0 and counts.get("skipped"):
         reason = next((ln for ln in output.splitlines() if ln.startswith("SKIPPED")), summary)
-        return "skipped", (str(item.path), item.location[1] or 0, reason), duration
-    return "failed", output[-8000:] or f"exit status {done.returncode}", duration
+        return "skipped", (str(item.path), item.location[1] or 0, reason), duration, {}
+    return "failed", output[-8000:] or f"exit status {done.returncode}", duration, {}
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -54,7 +116,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if os.environ.get(CHILD) or item.get_closest_marker(MARKER) is None:
         return None
     item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-    outcome, longrepr, duration = _run_child(item)
+    outcome, longrepr, duration, extra = _run_child(item)
     keywords = {name: 1 for name in item.keywords}
     for when in ("setup", "call", "teardown"):
         report = pytest.TestReport(
@@ -65,6 +127,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
             longrepr if when == "call" else None,  # type: ignore[arg-type]
             when,  # type: ignore[arg-type]
             duration=duration if when == "call" else 0.0,
+            **(extra if when == "call" else {}),
         )
         item.ihook.pytest_runtest_logreport(report=report)
     # The parent set up no fixture for this item, but the collectors of earlier in-process
