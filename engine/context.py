@@ -31,6 +31,7 @@ Ben: What is its name?
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -156,6 +157,37 @@ class _Layout:
         self.total = total
 
 
+_WORD = re.compile(r"[^\W_]+")
+NEAR_DUPLICATE = 0.9  # word-set Jaccard above which a turn repeats one already delivered
+MIN_WORDS = 4  # shorter turns ("ok", "thanks!") are too short to call repeats
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(_WORD.findall(text.lower()))
+
+
+class _Repeats:
+    """The word sets of delivered turns, to tell a turn that repeats one of them."""
+
+    def __init__(self, turns: Mapping[str, ContextTurn]) -> None:
+        self._turns = turns
+        self._seen: dict[str, frozenset[str]] = {}
+
+    def only_repeats(self, unit: Unit) -> bool:
+        """Every turn of ``unit`` that is new nearly repeats a delivered turn."""
+        new = [t for t in unit.turn_ids if t not in self._seen]
+        return bool(new) and all(self._repeats(_words(self._turns[t].text)) for t in new)
+
+    def _repeats(self, words: frozenset[str]) -> bool:
+        if len(words) < MIN_WORDS:
+            return False
+        return any(len(words & s) >= NEAR_DUPLICATE * len(words | s) for s in self._seen.values())
+
+    def add(self, unit: Unit) -> None:
+        for t in unit.turn_ids:
+            self._seen.setdefault(t, _words(self._turns[t].text))
+
+
 def pack(
     units: Iterable[Unit],
     turns: Mapping[str, ContextTurn],
@@ -165,17 +197,23 @@ def pack(
 ) -> DeliveredContext:
     """Deliver ``units`` in the order given while they fit in ``budget_tokens``; a unit that
     does not fit is passed over (a smaller one after it may still fit). A unit naming a turn
-    missing from ``turns`` is passed over too. Turns already delivered cost nothing again."""
+    missing from ``turns`` is passed over too, and so is one whose new turns only repeat turns
+    already delivered (the same words, said again). Turns already delivered cost nothing
+    again."""
     counter = counter or ApproxTokenCounter()
     layout = _Layout(turns, counter)
+    repeats = _Repeats(turns)
     for unit in units:
         if unit.line is None and (not unit.turn_ids or any(t not in turns for t in unit.turn_ids)):
             continue
         if unit.line is not None and unit.line in layout.notes:
             continue
+        if repeats.only_repeats(unit):
+            continue
         total, changed = layout.cost_with(unit)
         if total <= budget_tokens:
             layout.apply(unit, total, changed)
+            repeats.add(unit)
     return render(layout.sessions, layout.notes, budget_tokens, counter, hits)
 
 

@@ -183,3 +183,21 @@ def test_the_weak_tail_is_cut_when_scores_fall_away() -> None:
     assert len(strong_hits(scored, 0.0)) == 4
     close = [replace(h, explanation=ScoreExplanation({"dense": 0.8})) for h in hits]
     assert len(strong_hits(close, 0.7)) == 4  # no fall-off: everything stays
+
+
+def test_a_turn_that_repeats_one_delivered_is_passed_over() -> None:
+    turns = _turns()
+    said_again = ContextTurn(
+        "s2:9", "s2", 9, "Ana", "I adopted a cat!", DAY2 + timedelta(minutes=9)
+    )
+    other = ContextTurn("s2:7", "s2", 7, "Ana", "I adopted a dog.", DAY2 + timedelta(minutes=7))
+    turns = {**turns, "s1:0": replace(turns["s1:0"], text="I adopted a cat."), "s2:9": said_again}
+    turns["s2:7"] = other
+    units = [Unit(("s1:0",), 1.0), Unit(("s2:9",), 0.9), Unit(("s2:7",), 0.8)]
+    ctx = pack(units, turns, 1000)
+    assert ctx.turn_ids == ("s1:0", "s2:7")  # the same words said again are not delivered
+    # Short turns are never called repeats ("ok", "Name?"), nor is a unit with new content.
+    assert pack([Unit(("s1:1",), 1.0), Unit(("s1:1", "s1:2"), 0.5)], turns, 1000).turn_ids == (
+        "s1:1",
+        "s1:2",
+    )
