@@ -114,7 +114,8 @@ def strong_hits(hits: Sequence[SearchHit], fall_off: float) -> list[SearchHit]:
 
     def strong(hit: SearchHit) -> bool:
         scores = {r: v for r, v in hit.explanation.components.items() if r in RETRIEVERS}
-        return not scores or any(v >= fall_off * best[r] for r, v in scores.items())
+        # A retriever whose best score is not positive (cosines can be) gives no fall-off.
+        return not scores or any(best[r] <= 0 or v >= fall_off * best[r] for r, v in scores.items())
 
     return [h for h in hits if strong(h)]
 

@@ -183,6 +183,11 @@ def test_the_weak_tail_is_cut_when_scores_fall_away() -> None:
     assert len(strong_hits(scored, 0.0)) == 4
     close = [replace(h, explanation=ScoreExplanation({"dense": 0.8})) for h in hits]
     assert len(strong_hits(close, 0.7)) == 4  # no fall-off: everything stays
+    far = [
+        replace(h, explanation=ScoreExplanation({"dense": -0.1 * (i + 1)}))
+        for i, h in enumerate(hits)
+    ]
+    assert len(strong_hits(far, 0.7)) == 4  # nothing scored positive: nothing to fall from
 
 
 def test_a_turn_that_repeats_one_delivered_is_passed_over() -> None:
