@@ -11,7 +11,8 @@ from tiermem.slm.base import ChatMessage
 from tiermem.slm.prompts.sections import clip, render
 from tiermem.slm.task import TaskSpec
 
-VERSION = "generator-v1"
+# v2: memories are the context builder's lines (a date header per session, then its turns)
+VERSION = "generator-v2"
 
 
 class GeneratorOutput(BaseModel):
@@ -25,7 +26,7 @@ SPEC = TaskSpec("generator", VERSION, GeneratorOutput, max_tokens=160)
 class GeneratorInput:
     question: str
     recent_turns: Sequence[str]
-    memories: Sequence[str]  # "[date] text", oldest first
+    memories: Sequence[str]  # the built context: a date header, then that session's lines
     today: str
 
 
