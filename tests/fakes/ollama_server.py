@@ -47,7 +47,10 @@ class OllamaProtocolServer:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.wfile.write(data)
+                except BrokenPipeError:  # the client gave up at its timeout; a real server
+                    return  # drops the answer the same way
 
             def do_GET(self) -> None:
                 if self.path != "/api/tags":
