@@ -7,11 +7,15 @@ time-window filters use.
 
 from __future__ import annotations
 
+import logging
+import uuid
 from datetime import datetime
 from typing import Any
 
 from tiermem.render import index_text
 from tiermem.types import MemoryEntry, MemoryKind
+
+logger = logging.getLogger(__name__)
 
 PAYLOAD_VERSION = 2
 INDEX_TEXT = "index_text"  # the text BM25 ranks: the entry's date, then its text
@@ -65,3 +69,22 @@ def payload_to_entry(entry_id: str, payload: dict[str, Any]) -> MemoryEntry:
         confidence=float(payload.get("confidence", 1.0)),
         superseded_by=payload.get("superseded_by"),
     )
+
+
+def valid_point_id(value: str) -> bool:
+    """Whether ``value`` can name a point (entry ids are UUIDs); others match nothing."""
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+def owned_entry(
+    user_id: str, point_id: object, payload: dict[str, Any] | None
+) -> MemoryEntry | None:
+    """The entry, if the point belongs to ``user_id``; anything else is a store fault."""
+    if payload is None or payload.get("user_id") != user_id:
+        logger.error("point %s in a user's collection belongs to someone else; dropped", point_id)
+        return None
+    return payload_to_entry(str(point_id), payload)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
@@ -29,10 +28,10 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 from tiermem.embedding.base import Vectors
 from tiermem.errors import StoreError
 from tiermem.stores.base import AccessUpdate, HybridHits, ScoredEntry, with_recorded_access
-from tiermem.stores.filtering import matches
+from tiermem.stores.filtering import matches, to_qdrant_filter
 from tiermem.stores.lexical_index import LexicalIndex
 from tiermem.stores.naming import collection_name
-from tiermem.stores.payload import INDEX_TEXT, entry_to_payload, payload_to_entry
+from tiermem.stores.payload import INDEX_TEXT, entry_to_payload, owned_entry, valid_point_id
 from tiermem.types import MemoryEntry, SearchFilters
 
 logger = logging.getLogger(__name__)
@@ -57,51 +56,6 @@ _ACCESS_FIELDS = ["user_id", "access_count", "last_accessed"]
 class _CollectionGoneError(StoreError):
     """A read's collection was dropped under it; the public read returns its empty result
     (a ``StoreError`` should one ever escape)."""
-
-
-def _valid_point_id(value: str) -> bool:
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return False
-    return True
-
-
-def to_qdrant_filter(filters: SearchFilters | None) -> models.Filter | None:
-    """Translate ``SearchFilters`` (see ``filtering.matches``) into a Qdrant filter."""
-    if filters is None:
-        return None
-    must: list[models.Condition] = []
-    if not filters.include_superseded:
-        must.append(models.IsNullCondition(is_null=models.PayloadField(key="superseded_by")))
-    if filters.kinds:
-        kinds = [kind.value for kind in filters.kinds]
-        must.append(models.FieldCondition(key="kind", match=models.MatchAny(any=kinds)))
-    if filters.session_id is not None:
-        must.append(
-            models.FieldCondition(
-                key="session_id", match=models.MatchValue(value=filters.session_id)
-            )
-        )
-    if filters.since is not None or filters.until is not None:
-        must.append(
-            models.FieldCondition(
-                key="time_ts",
-                range=models.Range(
-                    gte=filters.since.timestamp() if filters.since else None,
-                    lte=filters.until.timestamp() if filters.until else None,
-                ),
-            )
-        )
-    return models.Filter(must=must) if must else None
-
-
-def _owned(user_id: str, point_id: object, payload: dict[str, Any] | None) -> MemoryEntry | None:
-    """The entry, if the point belongs to ``user_id``; anything else is a store fault."""
-    if payload is None or payload.get("user_id") != user_id:
-        logger.error("point %s in a user's collection belongs to someone else; dropped", point_id)
-        return None
-    return payload_to_entry(str(point_id), payload)
 
 
 class QdrantStore:
@@ -238,7 +192,7 @@ class QdrantStore:
 
     def get(self, user_id: str, ids: Sequence[str]) -> list[MemoryEntry]:
         name = self._collection(user_id, create=False)
-        wanted = [i for i in ids if _valid_point_id(i)]
+        wanted = [i for i in ids if valid_point_id(i)]
         if name is None or not wanted:
             return []
         try:
@@ -247,7 +201,7 @@ class QdrantStore:
             )
         except _CollectionGoneError:
             return []
-        found = {str(r.id): _owned(user_id, r.id, r.payload) for r in records}
+        found = {str(r.id): owned_entry(user_id, r.id, r.payload) for r in records}
         return [e for e in (found.get(i) for i in wanted) if e is not None]
 
     def list_entries(self, user_id: str, filters: SearchFilters | None = None) -> list[MemoryEntry]:
@@ -268,7 +222,7 @@ class QdrantStore:
                 records, offset = self._read(name, "scroll", lambda: page(offset))  # noqa: B023
             except _CollectionGoneError:
                 return []
-            entries.extend(e for r in records if (e := _owned(user_id, r.id, r.payload)))
+            entries.extend(e for r in records if (e := owned_entry(user_id, r.id, r.payload)))
             if offset is None:
                 break
         entries.sort(key=lambda e: (e.created_at, e.id))
@@ -388,7 +342,7 @@ class QdrantStore:
                 "retrieve",
                 lambda: self._client.retrieve(name, ids=ids, with_payload=True),  # noqa: B023
             )
-            by_id = {str(r.id): _owned(user_id, r.id, r.payload) for r in records}
+            by_id = {str(r.id): owned_entry(user_id, r.id, r.payload) for r in records}
             for doc_id in ids:
                 entry = by_id.get(str(doc_id))
                 if entry is not None and matches(entry, filters):
@@ -422,14 +376,14 @@ class QdrantStore:
         return [
             ScoredEntry(entry, float(p.score))
             for p in points
-            if (entry := _owned(user_id, p.id, p.payload)) is not None
+            if (entry := owned_entry(user_id, p.id, p.payload)) is not None
         ]
 
     def _access_stats(
         self, name: str, user_id: str, ids: Sequence[str]
     ) -> dict[str, tuple[int, datetime | None]]:
         """(access count, last access) of the points among ``ids`` that exist."""
-        wanted: list[models.ExtendedPointId] = [i for i in ids if _valid_point_id(i)]
+        wanted: list[models.ExtendedPointId] = [i for i in ids if valid_point_id(i)]
         if not wanted:
             return {}
         records = self._read(
@@ -507,7 +461,7 @@ class QdrantStore:
 
     def delete(self, user_id: str, ids: Sequence[str]) -> None:
         name = self._collection(user_id, create=False)
-        wanted: list[models.ExtendedPointId] = [i for i in ids if _valid_point_id(i)]
+        wanted: list[models.ExtendedPointId] = [i for i in ids if valid_point_id(i)]
         if name is None or not wanted:
             return
         with self._lock:
