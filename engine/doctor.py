@@ -97,18 +97,10 @@ def run_checks(models_dir: Path, timeout_s: float = 600, *, allow_amx: bool = Fa
 # -- probes: each runs in its own child process ---------------------------------------------
 def _probe_build(allow_amx: bool) -> tuple[bool, str]:
     import llama_cpp
-    from tiermem.slm.cpu import (
-        amx_granted,
-        amx_instructions,
-        compiled_features,
-        cpu_flags,
-        loaded_libraries,
-        unsafe_features,
-    )
+    from tiermem.slm.cpu import amx_instructions, check_installed_build, loaded_libraries
 
-    compiled = compiled_features(llama_cpp.llama_print_system_info().decode())
-    granted = amx_granted()
-    unsafe = unsafe_features(compiled, cpu_flags(), amx_granted=granted, allow_amx=allow_amx)
+    build = check_installed_build(llama_cpp.llama_print_system_info().decode(), allow_amx=allow_amx)
+    compiled, granted, unsafe = build.compiled, build.amx_granted, build.unsafe
     wanted = ("AVX2", "AVX512", "AVX512_VBMI", "AVX512_VNNI", "AVX512_BF16", "AMX_INT8")
     summary = " ".join(f for f in wanted if f in compiled) or "baseline x86-64"
     if unsafe:

@@ -10,6 +10,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+# Who a backend serves. An in-process model gives each owner its own context and lock, so the
+# offline job never holds what the online path waits for.
+ONLINE = "online"  # the online roles: controller, selector, writer, generator
+CONSOLIDATION = "consolidation"  # the offline job
+
 
 @dataclass(frozen=True, slots=True)
 class ChatMessage:

@@ -3,10 +3,10 @@
 llama.cpp's default build (``GGML_NATIVE``) compiles for the build machine's CPU. On a CPU that
 advertises AMX but whose process never asked the kernel for the AMX tile state, the first
 tile instruction dies with SIGILL, and so does the whole Python process. So tiermem never
-builds natively: it picks the instruction sets from what this CPU has, turns AMX on only when
-the kernel grants it to the process (Linux ``arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA)``),
-and keys the cached wheel by the exact build flags, so a wheel built with other flags (or on
-another CPU) is rebuilt, never reused.
+builds natively: it picks the instruction sets from what this CPU has, builds AMX kernels only
+when asked (``--allow-amx``) and the kernel grants AMX to the process (Linux
+``arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA)``), and keys the cached wheel by the exact build
+flags, so a wheel built with other flags (or on another CPU) is rebuilt, never reused.
 
 Standard library only: the Makefile runs this file before tiermem is installed::
 
@@ -180,6 +180,25 @@ def unsafe_features(
         elif not allow_amx:
             missing.append("AMX_INT8 (not allowed: its kernels crashed here even when granted)")
     return missing
+
+
+@dataclass(frozen=True, slots=True)
+class BuildCheck:
+    """An installed llama.cpp build against this CPU and process."""
+
+    compiled: frozenset[str]
+    amx_granted: bool
+    unsafe: tuple[str, ...]  # empty: safe to load here
+
+
+def check_installed_build(system_info: str, *, allow_amx: bool = False) -> BuildCheck:
+    """``system_info`` is ``llama_print_system_info()`` of the installed build. Asking for AMX
+    here is also what lets an allowed AMX build use its tiles."""
+    compiled = compiled_features(system_info)
+    flags = cpu_flags()
+    granted = amx_granted()
+    unsafe = unsafe_features(compiled, flags, amx_granted=granted, allow_amx=allow_amx)
+    return BuildCheck(compiled, granted, tuple(unsafe) if flags else ())
 
 
 def loaded_libraries(

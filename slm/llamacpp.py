@@ -23,9 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from tiermem.errors import ConfigError, SLMTimeout, SLMUnavailable
-from tiermem.slm.base import SLMRequest, SLMResponse
+from tiermem.slm.base import ONLINE, SLMRequest, SLMResponse
 
-ONLINE_POOL = "online"
 _MODELS: dict[tuple[str, int, int | None, str], tuple[Any, threading.Lock]] = {}
 _LOAD_LOCK = threading.Lock()
 _GRAMMARS: dict[str, Any] = {}
@@ -49,14 +48,10 @@ def check_build(*, allow_amx: bool = False) -> None:
     if allow_amx in _BUILD_CHECKED:
         return
     import llama_cpp
-    from tiermem.slm.cpu import amx_granted, compiled_features, cpu_flags, unsafe_features
+    from tiermem.slm.cpu import check_installed_build
 
-    compiled = compiled_features(llama_cpp.llama_print_system_info().decode())
-    flags = cpu_flags()
-    granted = amx_granted() if "AMX_INT8" in compiled else False
-    unsafe = (
-        unsafe_features(compiled, flags, amx_granted=granted, allow_amx=allow_amx) if flags else []
-    )
+    info = llama_cpp.llama_print_system_info().decode()
+    unsafe = check_installed_build(info, allow_amx=allow_amx).unsafe
     if unsafe:
         raise SLMUnavailable(
             "load",
@@ -70,7 +65,7 @@ def load_llama(
     path: Path,
     n_ctx: int,
     n_threads: int | None,
-    pool: str = ONLINE_POOL,
+    pool: str = ONLINE,
     *,
     allow_amx: bool = False,
 ) -> tuple[Any, threading.Lock]:
@@ -177,7 +172,7 @@ class LlamaCppBackend:
         *,
         n_ctx: int = 4096,
         n_threads: int | None = None,
-        pool: str = ONLINE_POOL,
+        pool: str = ONLINE,
         allow_amx: bool = False,
     ) -> None:
         self._path = model_path

@@ -15,12 +15,10 @@ from pathlib import Path
 from pydantic import BaseModel
 from tiermem.config import BackendConfig, RoleConfig, SLMConfig
 from tiermem.errors import ConfigError, UnknownProviderError
-from tiermem.slm.base import SLMBackend
+from tiermem.slm.base import CONSOLIDATION as CONSOLIDATION  # re-exported: owners
+from tiermem.slm.base import ONLINE, SLMBackend
 from tiermem.slm.meter import Meter
 from tiermem.slm.roles.common import RoleRuntime
-
-ONLINE = "online"  # the online roles: controller, selector, writer, generator
-CONSOLIDATION = "consolidation"  # the offline job
 
 # (config, models directory, owner) -> backend. ``owner`` is who the backend serves (ONLINE or
 # CONSOLIDATION): an in-process model gives each owner its own context.

@@ -14,13 +14,13 @@ from __future__ import annotations
 import math
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from tiermem.doctor import describe_exit
 
 CHILD = "TIERMEM_ISOLATED_CHILD"
 MARKER = "real_model"
@@ -58,13 +58,6 @@ def _reason(output: str, tag: str) -> str:
     return line.split(" - ", 1)[1] if " - " in line else ""
 
 
-def _signal_name(returncode: int) -> str:
-    try:
-        return signal.Signals(-returncode).name
-    except ValueError:
-        return f"signal {-returncode}"
-
-
 def _run_child(item: pytest.Item) -> Outcome:
     try:
         timeout = _timeout_s()
@@ -92,8 +85,7 @@ def _run_child(item: pytest.Item) -> Outcome:
     duration = time.monotonic() - started
     output = (done.stdout + done.stderr).strip()
     if done.returncode < 0:
-        name = _signal_name(done.returncode)
-        message = f"the test process was killed by {name}\n{output[-4000:]}"
+        message = f"the test process was {describe_exit(done.returncode)}\n{output[-4000:]}"
         return "failed", message, duration, {}
     summary = output.splitlines()[-1] if output else ""
     counts = {kind: int(n) for n, kind in _COUNT.findall(summary)}

@@ -31,8 +31,8 @@ def test_a_probe_that_answers_or_hangs() -> None:
 def test_a_failed_check_fails_the_command(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    broken = tmp_path / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
-    broken.write_bytes(b"GGUF but truncated")
+    installed = tmp_path / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"  # found, so probed
+    installed.write_bytes(b"GGUF")
     monkeypatch.setattr(
         doctor,
         "run_probe",
