@@ -30,6 +30,7 @@ from tiermem.pipeline.recovery import recover
 from tiermem.pipeline.write import run_add, run_delete, run_update
 from tiermem.slm.meter import Meter
 from tiermem.types import (
+    LTM_ID_PREFIX,
     AddResult,
     AnswerResult,
     AuditEvent,
@@ -341,7 +342,7 @@ class Memory:
         inserted, supported, updated, pruned, withdrawn by an erasure."""
         self._check_open()
         item_id = validate_memory_id(item_id, "ltm")
-        events = self._c.journal.ltm_history(item_id.removeprefix("ltm:"))
+        events = self._c.journal.ltm_history(item_id.removeprefix(LTM_ID_PREFIX))
         if not events:
             raise MemoryNotFoundError(item_id, "ltm")
         return events

@@ -3,10 +3,9 @@ questions) and for the selector's and the generator's context."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
 
-from tiermem.types import KnowledgeFact, MemoryEntry, SearchHit, Tier
+from tiermem.types import KnowledgeFact, MemoryEntry
 
 
 def human_date(when: datetime) -> str:
@@ -28,16 +27,3 @@ def render_memory(item: MemoryEntry | KnowledgeFact) -> str:
     if isinstance(item, KnowledgeFact):
         return f"[general knowledge] {item.text}"
     return f"[{human_date(item.effective_time)}] {item.text}"
-
-
-def context_order(hits: Sequence[SearchHit]) -> list[SearchHit]:
-    """The order a generator reads hits in: general knowledge first (it has no date), then
-    the user's memories oldest first, so that updates read in order."""
-    knowledge = [h for h in hits if h.tier is Tier.LTM]
-    memories = sorted((h for h in hits if h.tier is Tier.MTM), key=lambda h: h.entry.effective_time)
-    return knowledge + memories
-
-
-def render_context(hits: Sequence[SearchHit]) -> str:
-    """The memories handed to a generator, in ``context_order``."""
-    return "\n".join(f"- {render_memory(h.item)}" for h in context_order(hits))

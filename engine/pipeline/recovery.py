@@ -30,12 +30,14 @@ class Recovery:
 
 def recover(c: Components) -> Recovery:
     """Finish every unfinished intent (see the module docstring)."""
-    erasures = [i for i in c.journal.unfinished() if i.kind == FORGET]
-    for job in erasures:
+    unfinished = c.journal.unfinished()
+    erasures = [i for i in unfinished if i.kind == FORGET]
+    for job in erasures:  # first: an erasure also removes the erased user's other intents
         finish_forget(c, job.op_id, job.user_id)
+    erased = {job.user_id for job in erasures}
     redone = undone = 0
-    for intent in c.journal.unfinished():
-        if intent.kind == FORGET:
+    for intent in unfinished:
+        if intent.kind == FORGET or intent.user_id in erased:
             continue
         if intent.state == "undoing":
             undo_intent(c, intent)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -17,14 +16,11 @@ from tiermem import (
     ManualClock,
     Memory,
     MemoryEntry,
-    MemoryKind,
     MemoryNotFoundError,
     SearchHit,
     Tier,
     WrongTierError,
 )
-from tiermem.render import render_context
-from tiermem.types import ScoreExplanation
 
 from tests.conftest import chat
 from tests.fakes.scripted import ScriptedModels
@@ -149,20 +145,3 @@ def test_the_async_face_tells_tiers_and_refuses_ltm_ids_alike(
             raise AssertionError("history() of an LTM id was not refused")
 
     assert asyncio.run(run()) == ([Tier.LTM, Tier.MTM], KnowledgeItemError)
-
-
-def test_context_reads_knowledge_first_then_memories_oldest_first() -> None:
-    t = datetime(2026, 1, 1, tzinfo=UTC)
-
-    def entry(text: str, days: int) -> SearchHit:
-        when = t + timedelta(days=days)
-        item = MemoryEntry(text, "u", text, MemoryKind.FACT, when, when)
-        return SearchHit(item, 1.0, ScoreExplanation({}))
-
-    fact = KnowledgeFact("ltm:n:1", "clay (Concept): earth", "Concept", 2, 0.7, t, t)
-    hits = [entry("newer", 2), SearchHit(fact, 0.9, ScoreExplanation({})), entry("older", 1)]
-    assert render_context(hits).splitlines() == [
-        "- [general knowledge] clay (Concept): earth",
-        "- [2 January 2026] older",
-        "- [3 January 2026] newer",
-    ]
