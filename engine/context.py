@@ -87,7 +87,7 @@ class DeliveredContext:
 
     ``tokens`` is the count of ``text`` by the memory's token counter and never exceeds
     ``budget_tokens``; ``turn_ids`` are the delivered source turns in reading order; ``hits``
-    are the search hits the units came from (with their provenance)."""
+    are the delivered search hits (set by ``Memory.context``; none for a bare ``pack``)."""
 
     text: str
     snippets: tuple[Snippet, ...]
@@ -193,7 +193,6 @@ def pack(
     turns: Mapping[str, ContextTurn],
     budget_tokens: int,
     counter: TokenCounter | None = None,
-    hits: Sequence[SearchHit] = (),
 ) -> DeliveredContext:
     """Deliver ``units`` in the order given while they fit in ``budget_tokens``; a unit that
     does not fit is passed over (a smaller one after it may still fit). A unit naming a turn
@@ -214,7 +213,7 @@ def pack(
         if total <= budget_tokens:
             layout.apply(unit, total, changed)
             repeats.add(unit)
-    return render(layout.sessions, layout.notes, budget_tokens, counter, hits)
+    return render(layout.sessions, layout.notes, budget_tokens, counter)
 
 
 def render(
@@ -222,7 +221,6 @@ def render(
     notes: Sequence[str],
     budget_tokens: int,
     counter: TokenCounter,
-    hits: Sequence[SearchHit] = (),
 ) -> DeliveredContext:
     """Notes first (they have no session), then each session oldest first under its date,
     its turns in order, adjacent turns as one snippet and ``…`` between snippets."""
@@ -254,7 +252,6 @@ def render(
         counter.count(text),
         budget_tokens,
         tuple(notes),
-        tuple(hits),
     )
 
 

@@ -132,7 +132,7 @@ def build_context(
     ids = sorted({t for h in hits if h.tier is Tier.MTM for t in h.source_turn_ids})
     sessions = sorted({t.session_id for t in c.journal.turns(user_id, ids).values()})
     turns = context_turns(c.journal.session_turns(user_id, sessions))
-    ctx = pack(hit_units(hits, turns, expansion), turns, budget_tokens, c.tokens, hits)
+    ctx = pack(hit_units(hits, turns, expansion), turns, budget_tokens, c.tokens)
     return replace(ctx, hits=tuple(record_access(c, user_id, delivered_hits(ctx, hits))))
 
 
