@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tiermem.clock import Clock, SystemClock
-from tiermem.config import LTMConfig, RoleConfig, TiermemConfig
+from tiermem.config import LTMConfig, RoleConfig, SLMConfig, TiermemConfig
 from tiermem.embedding import Embedder, build_embedder
 from tiermem.generator import ExtractiveGenerator, Generator
 from tiermem.journal import Journal
@@ -19,6 +19,7 @@ from tiermem.roles.extract import EntryExtractor, TurnExtractor
 from tiermem.roles.plan import PassthroughPlanner, Planner, Selector, TopKSelector
 from tiermem.slm.meter import Meter
 from tiermem.slm.registry import BackendPool
+from tiermem.slm.roles.common import RoleRuntime
 from tiermem.stm import ShortTermMemory
 from tiermem.stores import MTMStore, build_mtm_store
 from tiermem.tokens import ApproxTokenCounter, TokenCounter
@@ -121,7 +122,6 @@ def _build_roles(config: TiermemConfig, policy: Policy, meter: Meter) -> _Roles:
     from tiermem.slm.registry import check_backend_kinds, role_runtime
     from tiermem.slm.roles.controller import SLMController
     from tiermem.slm.roles.generator import SLMGenerator
-    from tiermem.slm.roles.selector import SLMSelector
     from tiermem.slm.roles.writer import SLMWriter
 
     check_backend_kinds(config)  # a misspelt kind fails here, even on a role that is off
@@ -143,7 +143,7 @@ def _build_roles(config: TiermemConfig, policy: Policy, meter: Meter) -> _Roles:
     )
     return _Roles(
         planner=SLMController(controller) if controller else PassthroughPlanner(),
-        selector=SLMSelector(selector, policy.selector_min_keep) if selector else TopKSelector(),
+        selector=_selector(slm, selector, policy),
         extractor=SLMWriter(writer, slm.writer_max_turns, keep_turns=slm.writer_keep_turns)
         if writer
         else TurnExtractor(),
@@ -151,3 +151,18 @@ def _build_roles(config: TiermemConfig, policy: Policy, meter: Meter) -> _Roles:
         closers=(pool.close,),
         pool=pool,
     )
+
+
+def _selector(slm: SLMConfig, runtime: RoleRuntime | None, policy: Policy) -> Selector:
+    """The selector ``slm.selector_mode`` names, or first-stage order without a model."""
+    from tiermem.slm.roles.pointwise import PointwiseSelector, PointwiseSettings
+    from tiermem.slm.roles.selector import SLMSelector
+
+    if runtime is None:
+        return TopKSelector()
+    if slm.selector_mode == "pointwise":
+        settings = PointwiseSettings(
+            slm.pointwise_weight, slm.pointwise_threshold, policy.selector_min_keep
+        )
+        return PointwiseSelector(runtime, settings)
+    return SLMSelector(runtime, policy.selector_min_keep)

@@ -93,6 +93,11 @@ class BackendConfig(_Section):
     # `tiermem doctor --allow-amx` passes.
     allow_amx: bool = False
     request_timeout_s: float = Field(default=120.0, gt=0)
+    # llamacpp: a GGUF LoRA adapter applied on load (`tiermem train selector` exports one). An
+    # Ollama model takes its adapter in its Modelfile (ADAPTER), a vLLM server in
+    # --lora-modules (then `model` names the adapter): neither is set here.
+    lora_path: Path | None = None
+    lora_scale: float = Field(default=1.0, ge=0)
 
     @model_validator(mode="before")
     @classmethod
@@ -110,6 +115,10 @@ class BackendConfig(_Section):
             data = {**data, "model": defaults[kind]}
         if kind == "openai" and not data.get("base_url"):
             raise ValueError("slm backend kind 'openai' needs base_url")
+        if data.get("lora_path") and kind != "llamacpp":
+            raise ValueError(
+                f"lora_path is for kind 'llamacpp'; a {kind!r} server loads its own adapter"
+            )
         return data
 
 
@@ -133,6 +142,15 @@ class SLMConfig(_Section):
     writer: RoleConfig = RoleConfig(timeout_s=60.0)
     candidate_multiplier: int = Field(default=2, ge=1, le=8)
     selector_min_keep: int = Field(default=1, ge=0)
+    # The selector's method: ``listwise`` (one call names the supporting candidates) or
+    # ``pointwise`` (each candidate's P(yes) from the next token, fused with its first-stage
+    # rank as ``pointwise_weight * p + (1 - pointwise_weight) * prior(rank)``; the candidates
+    # whose fused score reaches ``pointwise_threshold`` are kept, at most k; 0 keeps k). A
+    # weight up to 1/(candidate_multiplier + 1) cannot let an inverted model push the
+    # first-stage top out of the k kept.
+    selector_mode: Literal["listwise", "pointwise"] = "listwise"
+    pointwise_weight: float = Field(default=0.3, ge=0, le=1)
+    pointwise_threshold: float = Field(default=0.0, ge=0, le=1)
     merge_threshold: float = Field(default=0.92, gt=0, le=1)
     # A writer's "replaces" is accepted only this close to the entry it would supersede
     # (all-MiniLM-L6-v2: real updates measured 0.66-0.80, unrelated facts 0.26-0.53).

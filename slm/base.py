@@ -1,14 +1,16 @@
-"""The SLM backend interface: send a chat request with a JSON schema, get text and usage back.
+"""The SLM backend interface: send a chat request with a JSON schema, get text and usage back;
+and, for a backend that can, score the next token of a chat instead of generating it.
 
 Backends only transport; ``run_task`` (in ``tiermem.slm.task``) renders the prompt, validates
-the output against the task's pydantic schema and reports to the meter.
+the output against the task's pydantic schema and reports to the meter; ``score_task`` (in
+``tiermem.slm.scoring``) does the same for a ``ScoreRequest``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 # Who a backend serves. An in-process model gives each owner its own context and lock, so the
 # offline job never holds what the online path waits for.
@@ -57,3 +59,43 @@ class SLMBackend(Protocol):
     def complete(self, request: SLMRequest) -> SLMResponse: ...
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreRequest:
+    """Score the assistant's first answer token after ``messages`` (chat-templated, with the
+    assistant turn opened) against ``choices``, instead of generating it."""
+
+    task: str
+    messages: Sequence[ChatMessage]
+    choices: tuple[str, ...] = ("yes", "no")
+    timeout_s: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class TokenScores:
+    """The log-probability of each choice as the first answer token, summed over the tokens
+    that spell it (``yes``, ``Yes``, `` yes``, ...).
+
+    ``prompt_tokens`` is the templated prompt's length, ``evaluated_tokens`` how many of them
+    this call ran through the model (the rest were a prefix cached by an earlier call; a server
+    that reports only what it evaluated gives both the same). ``floored`` names the choices a
+    server did not list among its top log-probabilities: each was given the smallest
+    log-probability listed, an upper bound on its own."""
+
+    logprobs: Mapping[str, float]
+    prompt_tokens: int
+    evaluated_tokens: int
+    model: str
+    floored: tuple[str, ...] = ()
+
+
+@runtime_checkable
+class NextTokenScorer(Protocol):
+    """A backend that can score the next token. Raises ``SLMTimeout`` or ``SLMUnavailable``
+    on failure, as ``complete`` does."""
+
+    @property
+    def model(self) -> str: ...
+
+    def score_next_token(self, request: ScoreRequest) -> TokenScores: ...

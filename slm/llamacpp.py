@@ -7,6 +7,13 @@ process for each (model file, n_ctx, n_threads, pool) and shared; calls to one c
 serialised (a llama context is not thread-safe). The pool names its owner: the online roles
 and the offline consolidation each get their own context on the same file (the weights are
 memory-mapped, so the OS shares them), and ``add()`` never waits behind a consolidation call.
+
+A LoRA adapter (a GGUF LoRA, ``lora_path``) is applied when the context loads; llama.cpp then
+reads the weights instead of mapping them, so that context's memory is its own.
+
+``score_next_token`` scores the first answer token instead of generating it, and keeps the
+context's KV cache between calls: the candidates of one query share the prompt up to the
+memory, and only what follows the longest common prefix with the previous call is evaluated.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import os
 import threading
 import time
@@ -22,10 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tiermem.errors import ConfigError, SLMTimeout, SLMUnavailable
-from tiermem.slm.base import ONLINE, SLMRequest, SLMResponse
+from tiermem.slm.base import ONLINE, ScoreRequest, SLMRequest, SLMResponse, TokenScores
+from tiermem.slm.scoring import spells
 
-_MODELS: dict[tuple[str, int, int | None, str], tuple[Any, threading.Lock]] = {}
+_MODELS: dict[tuple[str, int, int | None, str, str, float], tuple[Any, threading.Lock]] = {}
 _LOAD_LOCK = threading.Lock()
 _GRAMMARS: dict[str, Any] = {}
 
@@ -68,14 +78,18 @@ def load_llama(
     pool: str = ONLINE,
     *,
     allow_amx: bool = False,
+    lora_path: Path | None = None,
+    lora_scale: float = 1.0,
 ) -> tuple[Any, threading.Lock]:
-    """The context for ``path`` with these settings in ``pool``, loaded on first use, and
-    the lock that serialises calls to it."""
-    key = (str(path), n_ctx, n_threads, pool)
+    """The context for ``path`` (with the LoRA adapter ``lora_path``, if given) with these
+    settings in ``pool``, loaded on first use, and the lock that serialises calls to it."""
+    key = (str(path), n_ctx, n_threads, pool, str(lora_path or ""), lora_scale)
     with _LOAD_LOCK:
         if key not in _MODELS:
             if not path.is_file():
                 raise ConfigError(f"GGUF model file {path} does not exist")
+            if lora_path is not None and not lora_path.is_file():
+                raise ConfigError(f"LoRA adapter file {lora_path} does not exist")
             check_build(allow_amx=allow_amx)
             from llama_cpp import Llama
 
@@ -87,9 +101,12 @@ def load_llama(
                         n_threads=n_threads,
                         verbose=False,
                         seed=0,
+                        lora_path=str(lora_path) if lora_path is not None else None,
+                        lora_scale=lora_scale,
                     )
             except (ValueError, RuntimeError, OSError) as exc:
-                raise SLMUnavailable("load", f"cannot load {path}: {exc}") from exc
+                adapter = f" with adapter {lora_path}" if lora_path is not None else ""
+                raise SLMUnavailable("load", f"cannot load {path}{adapter}: {exc}") from exc
             _MODELS[key] = (llama, threading.Lock())
         return _MODELS[key]
 
@@ -174,8 +191,12 @@ class LlamaCppBackend:
         n_threads: int | None = None,
         pool: str = ONLINE,
         allow_amx: bool = False,
+        lora_path: Path | None = None,
+        lora_scale: float = 1.0,
     ) -> None:
         self._path = model_path
+        self._lora_path = lora_path
+        self._lora_scale = lora_scale
         self._allow_amx = allow_amx
         self._n_ctx = n_ctx
         self._n_threads = n_threads or max(1, (os.cpu_count() or 2))
@@ -183,12 +204,23 @@ class LlamaCppBackend:
 
     @property
     def model(self) -> str:
-        return self._path.name
+        if self._lora_path is None:
+            return self._path.name
+        return f"{self._path.name}+{self._lora_path.name}"
+
+    def _load(self) -> tuple[Any, threading.Lock]:
+        return load_llama(
+            self._path,
+            self._n_ctx,
+            self._n_threads,
+            self._pool,
+            allow_amx=self._allow_amx,
+            lora_path=self._lora_path,
+            lora_scale=self._lora_scale,
+        )
 
     def complete(self, request: SLMRequest) -> SLMResponse:
-        llama, lock = load_llama(
-            self._path, self._n_ctx, self._n_threads, self._pool, allow_amx=self._allow_amx
-        )
+        llama, lock = self._load()
         grammar = grammar_for(dict(request.json_schema))
         messages = [{"role": m.role, "content": m.content} for m in request.messages]
         deadline = time.monotonic() + request.timeout_s
@@ -219,5 +251,122 @@ class LlamaCppBackend:
             prompt_tokens = max(0, int(llama.n_tokens) - completion_tokens)
         return SLMResponse("".join(pieces), prompt_tokens, completion_tokens, self.model, finish)
 
+    def score_next_token(self, request: ScoreRequest) -> TokenScores:
+        """Evaluate the chat-templated prompt (reusing the cached prefix) and read the first
+        answer token's distribution. One evaluation runs to its end: a call that overran its
+        budget is refused after it returns (``score_task``)."""
+        llama, lock = self._load()
+        messages = [{"role": m.role, "content": m.content} for m in request.messages]
+        with lock:
+            try:
+                tokens = chat_tokens(llama, messages)
+                choice_ids = choice_token_ids(llama, request.choices)
+                if not tokens:
+                    raise ValueError("the prompt has no tokens")
+                if len(tokens) >= self._n_ctx:
+                    raise ValueError(f"{len(tokens)} prompt tokens exceed n_ctx {self._n_ctx}")
+                evaluated = evaluate_reusing_prefix(llama, tokens)
+                logits = last_logits(llama)
+            except ValueError as exc:
+                raise SLMUnavailable(request.task, str(exc)) from exc
+        total = logsumexp_array(logits)
+        logprobs = {
+            choice: logsumexp_array(logits[ids]) - total for choice, ids in choice_ids.items()
+        }
+        return TokenScores(logprobs, len(tokens), evaluated, self.model)
+
     def close(self) -> None:
         return None  # contexts are shared per process and pool
+
+
+_FORMATTERS: dict[str, Any] = {}
+_CHOICE_IDS: dict[tuple[str, tuple[str, ...]], dict[str, list[int]]] = {}
+
+
+def _token_text(llama: Any, token: int) -> str:
+    if token < 0:
+        return ""
+    text: bytes = llama.detokenize([token], special=True)
+    return text.decode("utf-8", errors="replace")
+
+
+def chat_tokens(llama: Any, messages: list[dict[str, str]]) -> list[int]:
+    """The prompt tokens for ``messages`` through the model's own chat template (the one a
+    Hugging Face tokenizer applies in training), with the assistant turn opened."""
+    template = llama.metadata.get("tokenizer.chat_template")
+    if not template:
+        raise ValueError("the model has no chat template to score with")
+    if template not in _FORMATTERS:
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        _FORMATTERS[template] = Jinja2ChatFormatter(
+            template=template,
+            eos_token=_token_text(llama, llama.token_eos()),
+            bos_token=_token_text(llama, llama.token_bos()),
+            add_generation_prompt=True,
+        )
+    rendered = _FORMATTERS[template](messages=messages)
+    tokens: list[int] = llama.tokenize(
+        rendered.prompt.encode("utf-8"), add_bos=not rendered.added_special, special=True
+    )
+    return tokens
+
+
+def choice_token_ids(llama: Any, choices: tuple[str, ...]) -> dict[str, list[int]]:
+    """For each choice, the single tokens that spell it as a first answer word (``yes``,
+    ``Yes``, `` yes``, ``YES``, as this vocabulary has them). A choice with no single token,
+    or a token spelling two choices, cannot be scored."""
+    key = (str(llama.model_path), choices)
+    if key in _CHOICE_IDS:
+        return _CHOICE_IDS[key]
+    out: dict[str, list[int]] = {}
+    for choice in choices:
+        ids: set[int] = set()
+        for word in {choice, choice.lower(), choice.capitalize(), choice.upper()}:
+            for text in (word, " " + word):
+                pieces = llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+                if len(pieces) == 1 and spells(_token_text(llama, pieces[0]), choice):
+                    ids.add(pieces[0])
+        if not ids:
+            raise ValueError(f"no single token of this model spells {choice!r}")
+        out[choice] = sorted(ids)
+    taken = [i for ids in out.values() for i in ids]
+    if len(taken) != len(set(taken)):
+        raise ValueError(f"one token spells two of the choices {choices}")
+    _CHOICE_IDS[key] = out
+    return out
+
+
+def evaluate_reusing_prefix(llama: Any, tokens: list[int]) -> int:
+    """Evaluate ``tokens``, keeping the KV cache of the longest prefix they share with what the
+    context holds; returns how many tokens were evaluated. The last token is always evaluated
+    again, as its logits are the answer's. A context that cannot drop part of its cache (a
+    recurrent model) starts over."""
+    from llama_cpp import Llama, llama_get_memory, llama_memory_seq_rm
+
+    cached = llama.input_ids[: llama.n_tokens].tolist()
+    keep = min(int(Llama.longest_token_prefix(cached, tokens)), len(tokens) - 1)
+    if keep > 0:
+        memory = llama_get_memory(llama.ctx)
+        if memory is None or not llama_memory_seq_rm(memory, 0, keep, -1):
+            keep = 0
+    if keep > 0:
+        llama.n_tokens = keep
+    else:
+        llama.reset()
+    llama.eval(tokens[keep:])
+    return len(tokens) - keep
+
+
+def last_logits(llama: Any) -> Any:
+    """A copy of the logits after the last evaluated token (a numpy array over the vocabulary)."""
+    from llama_cpp import llama_get_logits_ith
+
+    pointer = llama_get_logits_ith(llama.ctx, -1)
+    return np.ctypeslib.as_array(pointer, shape=(llama.n_vocab(),)).astype(np.float64)
+
+
+def logsumexp_array(values: Any) -> float:
+    """log(sum(exp(v))) over a numpy array, stable."""
+    top = float(values.max())
+    return top + math.log(float((np.exp(values - top)).sum()))

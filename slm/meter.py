@@ -1,5 +1,8 @@
 """One meter for every model call: calls, failures, fallbacks, tokens and latency per task.
 
+``prompt_tokens`` counts every prompt token a call sent; ``evaluated_tokens`` those the model
+ran (fewer when a backend reused a cached prefix, as relevance scoring does).
+
 ``add()``, ``search()`` and the benchmarks read it; a snapshot is a plain dict.
 """
 
@@ -19,6 +22,7 @@ class TaskStats:
     unavailable: int = 0
     fallbacks: int = 0
     prompt_tokens: int = 0
+    evaluated_tokens: int = 0
     completion_tokens: int = 0
     latencies_s: list[float] = field(default_factory=list)
     events: dict[str, int] = field(default_factory=dict)
@@ -32,6 +36,7 @@ class TaskStats:
             "unavailable": self.unavailable,
             "fallbacks": self.fallbacks,
             "prompt_tokens": self.prompt_tokens,
+            "evaluated_tokens": self.evaluated_tokens,
             "completion_tokens": self.completion_tokens,
             "latencies_s": list(self.latencies_s),
             "events": dict(self.events),
@@ -60,11 +65,16 @@ class Meter:
         completion_tokens: int,
         latency_s: float,
         failure: str | None = None,
+        evaluated_tokens: int | None = None,
     ) -> None:
+        """``evaluated_tokens``: the prompt tokens the model ran; ``None``: all of them."""
         with self._lock:
             stats = self._tasks[task]
             stats.calls += 1
             stats.prompt_tokens += prompt_tokens
+            stats.evaluated_tokens += (
+                prompt_tokens if evaluated_tokens is None else evaluated_tokens
+            )
             stats.completion_tokens += completion_tokens
             stats.latencies_s.append(latency_s)
             if ok:
@@ -108,6 +118,7 @@ class Meter:
                 "unavailable",
                 "fallbacks",
                 "prompt_tokens",
+                "evaluated_tokens",
                 "completion_tokens",
             )
             return {k: sum(int(getattr(s, k)) for s in self._tasks.values()) for k in keys}

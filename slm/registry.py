@@ -35,6 +35,8 @@ def _llamacpp(config: BackendConfig, models_dir: Path, owner: str) -> SLMBackend
         n_threads=config.n_threads,
         pool=owner,
         allow_amx=config.allow_amx,
+        lora_path=config.lora_path.expanduser() if config.lora_path is not None else None,
+        lora_scale=config.lora_scale,
     )
 
 

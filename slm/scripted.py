@@ -12,20 +12,34 @@ prompt).
 '{"answer": "Lisbon"}'
 >>> [r.task for r in backend.requests]
 ['generator']
+
+It scores next tokens too: ``score_with`` sets the probabilities (a mapping, a function of the
+request, or an exception), ``score_requests`` records the calls. Token counts are words, and a
+call evaluates only the words after the prefix it shares with the previous call, as a
+KV-caching backend would.
+
+>>> from tiermem.slm.base import ScoreRequest
+>>> backend.score_with({"yes": 0.8, "no": 0.2})
+>>> scores = backend.score_next_token(ScoreRequest("relevance", [ChatMessage("user", "Q? A")]))
+>>> round(scores.logprobs["yes"], 3), scores.prompt_tokens
+(-0.223, 2)
 """
 
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from tiermem.errors import SLMUnavailable
-from tiermem.slm.base import SLMRequest, SLMResponse
+from tiermem.slm.base import ScoreRequest, SLMRequest, SLMResponse, TokenScores
 
 ScriptItem = str | dict[str, Any] | BaseException | Callable[[SLMRequest], str | dict[str, Any]]
+# choice -> probability (0 is log-probability -inf), or what to raise
+ScoreItem = Mapping[str, float] | BaseException | Callable[[ScoreRequest], Mapping[str, float]]
 
 
 class ScriptedBackend:
@@ -43,6 +57,9 @@ class ScriptedBackend:
         self._model = model
         self._lock = threading.Lock()
         self.requests: list[SLMRequest] = []
+        self._scores: ScoreItem | None = None
+        self._last_scored: list[str] = []
+        self.score_requests: list[ScoreRequest] = []
 
     @property
     def model(self) -> str:
@@ -76,6 +93,32 @@ class ScriptedBackend:
         text = item if isinstance(item, str) else json.dumps(item)
         prompt = sum(len(m.content.split()) for m in request.messages)
         return SLMResponse(text, prompt, len(text.split()), self._model)
+
+    def score_with(self, scores: ScoreItem) -> None:
+        """What ``score_next_token`` answers: probabilities per choice, a function of the
+        request giving them, or an exception to raise."""
+        with self._lock:
+            self._scores = scores
+
+    def score_next_token(self, request: ScoreRequest) -> TokenScores:
+        words = [w for m in request.messages for w in m.content.split()]
+        with self._lock:
+            self.score_requests.append(request)
+            item = self._scores
+            shared = 0
+            for a, b in zip(self._last_scored, words, strict=False):
+                if a != b:
+                    break
+                shared += 1
+            shared = min(shared, max(0, len(words) - 1))  # the last word runs for its logits
+            self._last_scored = words
+        if item is None:
+            raise SLMUnavailable(request.task, "no scores scripted")
+        if isinstance(item, BaseException):
+            raise item
+        probabilities = item(request) if callable(item) else item
+        logprobs = {c: math.log(p) if p > 0 else -math.inf for c, p in probabilities.items()}
+        return TokenScores(logprobs, len(words), len(words) - shared, self._model)
 
     def close(self) -> None:
         return None

@@ -20,6 +20,21 @@ from tiermem.slm.prompts import selector as prompt
 from tiermem.slm.roles.common import Role, RoleRuntime
 
 
+def first_stage_fallback(
+    runtime: RoleRuntime,
+    task: str,
+    candidates: Sequence[Candidate],
+    k: int,
+    exc: SLMError,
+    *,
+    parsed: bool = False,
+) -> Selection:
+    """A selector's fallback, counted under ``task``: the first ``k`` candidates in fused
+    first-stage order, scored by their fused score."""
+    runtime.fallback(task, exc, "first-stage order", parsed=parsed)
+    return Selection(tuple((c, c.fused) for c in candidates[:k]), "fallback")
+
+
 class SLMSelector(Role):
     name = "slm-selector"
 
@@ -55,8 +70,7 @@ class SLMSelector(Role):
     def _fallback(
         self, candidates: Sequence[Candidate], k: int, exc: SLMError, *, parsed: bool = False
     ) -> Selection:
-        self._rt.fallback(prompt.SPEC.name, exc, "first-stage order", parsed=parsed)
-        return Selection(tuple((c, c.fused) for c in candidates[:k]), "fallback")
+        return first_stage_fallback(self._rt, prompt.SPEC.name, candidates, k, exc, parsed=parsed)
 
     def _checked(self, numbers: Sequence[int], count: int, k: int) -> list[int]:
         """Model numbers -> candidate indices; out-of-range numbers make the output invalid,

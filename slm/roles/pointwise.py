@@ -1,0 +1,119 @@
+"""SLM-2 as a pointwise selector: is this one candidate evidence for the question?
+
+Each candidate is scored on its own (``prompts/relevance.py``): p = P(yes) / (P(yes) + P(no))
+from the first answer token's log-probabilities, never generated. The question is the first
+query of the plan, which is the user's own (the controller keeps it first). Candidates are
+scored in first-stage order, so a backend that keeps its KV cache (llama.cpp) evaluates the
+shared prompt once per query and only each memory after it.
+
+p is fused with the first-stage rank (``tiermem.ranking.fuse_relevance``): a weak model moves
+a candidate at most ``weight`` away from where rank fusion put it. The kept candidates are those
+whose fused score reaches ``threshold`` (an adaptive K: at least ``min_keep``, at most ``k``);
+``calibrate_threshold`` sets it from a tune split, and a threshold of 0 keeps ``k``. Each kept
+hit's explanation carries ``relevance`` (p) beside its ``selector`` score (the fused one).
+
+Every scoring call is metered under ``relevance``: prompt tokens, and the tokens evaluated
+(the rest came from the cache). Fallback (counted under ``relevance``): when any call fails,
+times out, or the query's time budget (the role's ``timeout_s``) runs out, the first ``k``
+candidates in fused first-stage order, as the listwise selector does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from tiermem.errors import ConfigError, SLMError, SLMTimeout
+from tiermem.ranking import FusedRelevance, fuse_relevance, keep_adaptive
+from tiermem.render import render_memory
+from tiermem.roles.plan import Candidate, Selection
+from tiermem.slm.base import NextTokenScorer, ScoreRequest
+from tiermem.slm.prompts import relevance as prompt
+from tiermem.slm.roles.common import Role, RoleRuntime
+from tiermem.slm.roles.selector import first_stage_fallback
+from tiermem.slm.scoring import score_task, yes_probability
+
+TASK = "relevance"  # the meter's key for the scoring calls and the fallbacks
+MAX_CANDIDATES = 64
+
+
+@dataclass(frozen=True, slots=True)
+class PointwiseSettings:
+    """``weight``: how far the model may move a candidate from the first-stage rank (0: not at
+    all; ``safe_relevance_weight`` gives the bound for an inverted model). ``threshold``: the
+    fused score a candidate needs to be kept (0 keeps ``k``). ``min_keep``: the fewest kept."""
+
+    weight: float = 0.3
+    threshold: float = 0.0
+    min_keep: int = 1
+
+
+class PointwiseSelector(Role):
+    """Keeps the candidates whose relevance, fused with their first-stage rank, is highest.
+
+    >>> from tiermem.slm.meter import Meter
+    >>> from tiermem.slm.scripted import ScriptedBackend
+    >>> backend = ScriptedBackend()
+    >>> backend.score_with({"yes": 0.9, "no": 0.1})
+    >>> selector = PointwiseSelector(RoleRuntime(backend, Meter()), PointwiseSettings(0.3, 0.5))
+    >>> selector.select(["Where?"], [], k=5).source
+    'passthrough'
+    """
+
+    name = "slm-pointwise-selector"
+
+    def __init__(self, runtime: RoleRuntime, settings: PointwiseSettings | None = None) -> None:
+        super().__init__(runtime)
+        if not isinstance(runtime.backend, NextTokenScorer):
+            raise ConfigError(
+                f"the pointwise selector needs a backend that scores tokens; "
+                f"{type(runtime.backend).__name__} cannot"
+            )
+        self._scorer: NextTokenScorer = runtime.backend
+        self._settings = settings or PointwiseSettings()
+
+    @property
+    def settings(self) -> PointwiseSettings:
+        return self._settings
+
+    def score(self, question: str, candidates: Sequence[Candidate]) -> list[FusedRelevance]:
+        """Every candidate's fused relevance to ``question``, in first-stage order (what a
+        tune split calibrates the threshold on). Raises ``SLMError`` when a call fails or the
+        role's time budget runs out."""
+        deadline = time.monotonic() + self._rt.timeout_s
+        probabilities: list[float] = []
+        for candidate in candidates:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise SLMTimeout(
+                    TASK,
+                    f"{len(probabilities)} of {len(candidates)} candidates scored "
+                    f"within {self._rt.timeout_s} s",
+                )
+            inp = prompt.RelevanceInput(question, render_memory(candidate.item))
+            request = ScoreRequest(
+                TASK, prompt.build_messages(inp), (prompt.YES, prompt.NO), remaining
+            )
+            scores = score_task(self._scorer, request, self._rt.meter)
+            probabilities.append(yes_probability(scores.logprobs, prompt.YES, prompt.NO))
+        return fuse_relevance(probabilities, self._settings.weight, explain=True)
+
+    def select(self, queries: Sequence[str], candidates: Sequence[Candidate], k: int) -> Selection:
+        if not candidates or not queries:
+            return Selection(tuple((c, c.fused) for c in candidates[:k]), "passthrough")
+        shown = list(candidates[:MAX_CANDIDATES])
+        try:
+            fused = self.score(queries[0], shown)
+        except SLMError as exc:
+            return first_stage_fallback(self._rt, TASK, candidates, k, exc)
+        s = self._settings
+        kept = keep_adaptive([f.score for f in fused], k, s.threshold, s.min_keep)
+        return Selection(
+            tuple((_explained(shown[i], fused[i]), fused[i].score) for i in kept), "model"
+        )
+
+
+def _explained(candidate: Candidate, fused: FusedRelevance) -> Candidate:
+    """The candidate with the model's probability among its score components."""
+    return replace(candidate, components={**candidate.components, "relevance": fused.probability})
