@@ -24,15 +24,21 @@ class Role(StrEnum):
 
 
 class MemoryKind(StrEnum):
-    """What an MTM entry holds. ``TURN`` is a verbatim turn; the others come from the writer."""
+    """What an MTM entry holds. ``TURN`` is a verbatim turn and ``EXCHANGE`` a verbatim turn
+    with the reply to it (indexed beside the single turns: a question often matches across the
+    two, and neither alone); the others come from the writer."""
 
     TURN = "turn"
+    EXCHANGE = "exchange"
     FACT = "fact"
     EVENT = "event"
     PREFERENCE = "preference"
     PLAN = "plan"
     # Never an MTM entry's kind: in ``SearchFilters.kinds`` it lets the shared LTM answer too.
     KNOWLEDGE = "knowledge"
+
+
+VERBATIM_KINDS = frozenset({MemoryKind.TURN, MemoryKind.EXCHANGE})  # never merged or rewritten
 
 
 class Tier(StrEnum):

@@ -15,7 +15,7 @@ from datetime import datetime
 
 from tiermem.ltm.store import UserState
 from tiermem.pipeline.capacity import LOW_WATER, eviction_order
-from tiermem.types import MemoryEntry
+from tiermem.types import MemoryEntry, MemoryKind
 
 Version = tuple[datetime, str]
 Mark = Callable[[MemoryEntry], str]
@@ -36,8 +36,9 @@ def _above(v: Version, watermark: tuple[str, str] | None) -> bool:
 def pending_entries(
     entries: Sequence[MemoryEntry], state: UserState, mark: Mark
 ) -> list[MemoryEntry]:
-    """Live entries not yet consolidated in their current version, in version order."""
-    live = [e for e in entries if e.superseded_by is None]
+    """Live entries not yet consolidated in their current version, in version order.
+    Exchanges are left out: each is two turns that have entries of their own."""
+    live = [e for e in entries if e.superseded_by is None and e.kind is not MemoryKind.EXCHANGE]
     return sorted(
         (e for e in live if _above(version(e), state.watermark) and mark(e) not in state.ahead),
         key=version,

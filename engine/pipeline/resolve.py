@@ -7,7 +7,7 @@
   text wins, the source turns are united, the old text stays in its history. This is decided
   first: a copy of a stored memory is never taken as an update of another.
 - otherwise: added (ADD).
-Verbatim turn entries are never merged: each turn keeps its own entry.
+Verbatim entries (turns, exchanges) are never merged: each keeps its own entry.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from tiermem.components import Components
 from tiermem.embedding.base import EmbedMode, Vectors, check_vectors
 from tiermem.journal import AuditRecord
 from tiermem.pipeline.commit import StoreChange, commit, embed_entries
-from tiermem.types import AuditOp, MemoryEntry, MemoryKind, SearchFilters, Turn
+from tiermem.types import VERBATIM_KINDS, AuditOp, MemoryEntry, SearchFilters, Turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +69,7 @@ def plan_writes(
         entry = item.entry
         twin = (
             _nearest(c, user_id, vector, plan, merge_threshold)
-            if entry.kind is not MemoryKind.TURN
+            if entry.kind not in VERBATIM_KINDS
             else None
         )
         if twin is not None:
@@ -116,7 +116,7 @@ def _nearest(
     merged into it (then the new entry stays apart rather than merging twice unseen)."""
     for hit in c.store.search(user_id, vector, SearchFilters(), 1):
         merged_already = any(hit.entry.id == old.id for old, _, _ in plan.merges)
-        if hit.entry.kind is not MemoryKind.TURN and hit.score >= threshold and not merged_already:
+        if hit.entry.kind not in VERBATIM_KINDS and hit.score >= threshold and not merged_already:
             return hit.entry, hit.score
     return None
 

@@ -45,8 +45,8 @@ def resolve_constraints(
     until = datetime.combine(until_day, time.max, UTC) if until_day else None
     kinds = tuple(dict.fromkeys(MemoryKind(k) for k in output.kinds))
     if kinds:
-        # Turn-level entries are evidence of every kind; never filter them away.
-        kinds = (*kinds, MemoryKind.TURN)
+        # Verbatim entries (turns, exchanges) are evidence of every kind; never filter them away.
+        kinds = (*kinds, MemoryKind.TURN, MemoryKind.EXCHANGE)
     return replace(
         given,
         since=given.since or since,

@@ -69,7 +69,8 @@ def test_sync_and_async_faces_agree() -> None:
             return await asyncio.to_thread(_script, call)
 
     assert asyncio.run(run_async()) == sync_out
-    assert sync_out[-1] == (2, 3, 5)  # 2 entries left; 3 turns; 3 ADD + UPDATE + DELETE rows
+    # 4 entries left (2 turns, 2 exchanges); 3 turns; 5 ADD + UPDATE + DELETE rows
+    assert sync_out[-1] == (4, 3, 7)
 
 
 def _public_methods(cls: type) -> set[str]:

@@ -156,7 +156,8 @@ def test_store_failing_mid_add_leaves_nothing(
     assert _snapshot(memory) == before
     assert before[3] == 0
     half_writing_store.armed = False
-    assert len(memory.add(EXCHANGE, user_id="ana").entries) == 4  # a retry stores it all
+    # a retry stores it all: 4 turns and the 3 exchanges between them
+    assert len(memory.add(EXCHANGE, user_id="ana").entries) == 7
 
 
 def test_embedder_failing_mid_add_leaves_nothing() -> None:

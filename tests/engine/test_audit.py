@@ -26,7 +26,7 @@ def test_add_update_delete_leave_a_complete_history(memory: Memory, clock: Manua
     )
     assert (events[2].before, events[2].after) == ("Ana: my bike is a green Gazelle now.", None)
     assert events[0].detail["source_turn_ids"] == list(added.source_turn_ids)
-    assert events[0].actor == "turn-v1"
+    assert events[0].actor == "turn-exchange-v1"
     assert updated.updated_at == T0 + timedelta(hours=1)
     assert updated.created_at == added.created_at
 
@@ -43,11 +43,11 @@ def test_reingesting_the_same_turns_writes_no_duplicate_and_no_audit_row(memory:
     messages = chat(("user", "I teach maths."), ("assistant", "Which grade?"))
     first = memory.add(messages, user_id="ana")
     second = memory.add(messages, user_id="ana")
-    assert len(first.entries) == 2
+    assert [e.kind for e in first.entries] == ["turn", "turn", "exchange"]
     assert second.entries == ()
     assert set(second.skipped_turn_ids) == {t.turn_id for t in first.turns}
-    assert memory.components.journal.count_audit("ana") == 2
-    assert len(memory.get_all("ana")) == 2
+    assert memory.components.journal.count_audit("ana") == 3
+    assert len(memory.get_all("ana")) == 3
 
 
 def test_system_turns_are_kept_as_turns_but_not_as_memories(memory: Memory) -> None:

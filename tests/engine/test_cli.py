@@ -15,10 +15,11 @@ def test_demo_shows_answers_with_their_source_turns(
 ) -> None:
     assert main(["demo", "--embedder", "hash", "--no-slm", "--data-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    # 4 of Maya's turns are small talk ("Thanks!", echoes of her words): turns, not memories
-    assert "maya: 4 sessions ingested, 16 new memories" in out
+    # 4 of Maya's turns are small talk ("Thanks!", echoes of her words): turns, not memories.
+    # New memories: one per other turn, and one per exchange of two such turns (16 + 11).
+    assert "maya: 4 sessions ingested, 27 new memories" in out
     assert "4 turns already known or skipped" in out
-    assert "leo: 3 sessions ingested, 12 new memories" in out
+    assert "leo: 3 sessions ingested, 21 new memories" in out  # 12 turns, 9 exchanges
     assert out.count("asks:") == 8
     assert "missing from the journal" not in out
     sources = re.findall(r"source (t_[0-9a-f]+) · (maya|leo)-s\d", out)

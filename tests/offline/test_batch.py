@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from tiermem.ltm import UserState
@@ -66,3 +67,10 @@ def test_under_capacity_pressure_the_next_evicted_go_first() -> None:
     )
     assert pressed[0].id == "stale"
     assert [e.id for e in pressed[1:]] == ["e0", "e1"]
+
+
+def test_exchanges_are_not_consolidated() -> None:
+    """An exchange repeats two turns that are consolidated as entries of their own."""
+    pair = replace(entry("ab", 2), kind=MemoryKind.EXCHANGE)
+    entries = [entry("a", 1), pair, entry("b", 3)]
+    assert [e.id for e in pending_entries(entries, UserState(), mark)] == ["a", "b"]

@@ -97,7 +97,8 @@ def test_controller_dates_become_filters_and_bad_dates_are_dropped(
     assert windowed.filters.since == datetime(2026, 3, 1, tzinfo=UTC)
     assert windowed.filters.until is not None
     assert windowed.filters.until.day == 3
-    assert set(windowed.filters.kinds) == {"plan", "turn"}  # verbatim turns stay searchable
+    # verbatim turns and exchanges stay searchable
+    assert set(windowed.filters.kinds) == {"plan", "turn", "exchange"}
     unparseable = planner.plan("flight", (), SearchFilters(), now)
     assert unparseable.filters.since is None
     assert "unparseable" in unparseable.notes[0]
