@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
+from tiermem.config import ONLINE_ROLES
 from tiermem.errors import InvalidInputError, TiermemError
 
 
@@ -64,6 +65,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     loco.add_argument(
         "--model", help="tiermem's SLM roles on this llama.cpp model (default: model-free roles)"
+    )
+    loco.add_argument(
+        "--roles",
+        default=",".join(ONLINE_ROLES),
+        help="the roles --model plays (the others stay model-free), e.g. controller",
     )
     loco.add_argument("--generator", help="answer every system's questions with this model")
     loco.add_argument("--judge-url", help="OpenAI-compatible endpoint of an LLM judge")
@@ -179,6 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         k=args.k,
                         budgets=_budgets(args.budget),
                         model=args.model,
+                        roles=_roles(args.roles),
                         generator=args.generator,
                         judge_url=args.judge_url,
                         judge_model=args.judge_model,
@@ -286,6 +293,15 @@ def _budgets(text: str | None) -> tuple[int, ...] | None:
     if not all(x.isdigit() and int(x) > 0 for x in names):
         raise InvalidInputError(f"--budget takes positive token counts like 300,1200, got {text!r}")
     return tuple(int(x) for x in names)
+
+
+def _roles(text: str) -> tuple[str, ...]:
+    """``--roles controller,selector``: known online roles, at least one."""
+    names = _names(text, "--roles") or ()
+    unknown = [x for x in names if x not in ONLINE_ROLES]
+    if unknown or not names:
+        raise InvalidInputError(f"--roles takes some of {', '.join(ONLINE_ROLES)}, got {text!r}")
+    return names
 
 
 def _doctor(args: argparse.Namespace, console: Console) -> int:

@@ -132,6 +132,9 @@ class RoleConfig(_Section):
     max_tokens: int | None = Field(default=None, gt=0)
 
 
+ONLINE_ROLES = ("controller", "selector", "writer")  # SLMConfig's role sections
+
+
 class SLMConfig(_Section):
     """The online small-model roles. With ``backend.kind = "none"`` every role is model-free:
     the plain query, first-stage order, one verbatim entry per turn that is not small talk."""

@@ -25,7 +25,14 @@ from tiermem.bench import judge as judge_prompt
 from tiermem.bench.datasets.locomo import LocomoQuestion, LocomoSample, load_locomo
 from tiermem.bench.metrics import answer_f1, bleu1, evidence_recall
 from tiermem.bench.systems import BM25, FullContext, NaiveRAG, Retrieved, System, Tiermem
-from tiermem.config import BackendConfig, EmbedderConfig, SLMConfig, TiermemConfig
+from tiermem.config import (
+    ONLINE_ROLES,
+    BackendConfig,
+    EmbedderConfig,
+    RoleConfig,
+    SLMConfig,
+    TiermemConfig,
+)
 from tiermem.embedding import build_embedder
 from tiermem.errors import SLMError
 from tiermem.slm.meter import Meter
@@ -48,6 +55,7 @@ class RunConfig:
     k: int = 10
     budgets: tuple[int, ...] | None = None  # token ceilings; None: the fixed k
     model: str | None = None  # tiermem's SLM roles (llama.cpp alias or GGUF); None: model-free
+    roles: tuple[str, ...] = ONLINE_ROLES  # the roles ``model`` plays; the others stay model-free
     generator: str | None = None  # answers for every system (llama.cpp alias or GGUF)
     generator_ctx: int = 8192
     judge_url: str | None = None
@@ -105,11 +113,12 @@ def _answerer(cfg: RunConfig, pool: BackendPool, meter: Meter) -> Answerer:
 
 def _system(name: str, cfg: RunConfig, embedder: Any) -> System:
     if name == "tiermem":
-        slm = (
-            SLMConfig(backend=BackendConfig(kind="llamacpp", model=cfg.model))
-            if cfg.model
-            else SLMConfig()
-        )
+        slm = SLMConfig()
+        if cfg.model:
+            slm = SLMConfig(
+                backend=BackendConfig(kind="llamacpp", model=cfg.model),
+                **{role: RoleConfig(enabled=role in cfg.roles) for role in ONLINE_ROLES},
+            )
         return Tiermem(TiermemConfig(slm=slm, embedder=cfg.embedder), cfg.out / "state", cfg.k)
     if name == "naive-rag":
         return NaiveRAG(embedder, cfg.k)

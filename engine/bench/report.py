@@ -158,12 +158,13 @@ def render_report(
     overall = summary["overall"]
     budget = summary.get("headline_budget")
     delivery = f"budgets = {cfg.budgets}, headline at {budget}" if budget else f"k = {cfg.k}"
+    roles = f"{cfg.model} as {', '.join(cfg.roles)}" if cfg.model else "none (model-free roles)"
     parts = [
         "# LoCoMo benchmark",
         "",
         f"Data: `{cfg.data}`; conversations: {cfg.conversations or 'all'}; "
         f"questions per conversation: {cfg.max_questions or 'all'}; {delivery}; "
-        f"tiermem SLM model: {cfg.model or 'none (model-free roles)'}; "
+        f"tiermem SLM model: {roles}; "
         f"generator: {cfg.generator or 'none'}; judge: {cfg.judge_model or 'none'}.",
         f"Context tokens are counted with `{tokenizer}`. Evidence recall is the share of gold "
         "evidence turns among the source turns of what is delivered to the generator; the "

@@ -194,3 +194,21 @@ def test_a_run_resumes_budget_by_budget(tmp_path: Path) -> None:
     run(cfg, Console(quiet=True))
     key = lambda r: (r["index"], r["budget"])  # noqa: E731
     assert sorted(map(key, _records(cfg))) == sorted(map(key, complete))
+
+
+def test_the_model_plays_only_the_roles_asked(tmp_path: Path) -> None:
+    """``--roles controller``: the controller's queries measured alone, writer and selector
+    model-free (the report says which roles the model played)."""
+    from tiermem.bench.locomo import _system
+
+    cfg = _config(tmp_path, model="qwen0.5b", roles=("controller",))
+    system = _system("tiermem", cfg, None)
+    slm = system._config.slm  # type: ignore[attr-defined]
+    assert slm.backend.model == "qwen0.5b"
+    assert (slm.controller.enabled, slm.selector.enabled, slm.writer.enabled) == (
+        True,
+        False,
+        False,
+    )
+    free = _system("tiermem", _config(tmp_path), None)._config.slm  # type: ignore[attr-defined]
+    assert free.backend.kind == "none"

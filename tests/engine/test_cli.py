@@ -101,6 +101,7 @@ def test_bench_locomo_takes_sample_ids_and_budgets(
     code = main([*argv, "--conversations", "fx-1", "--budget", "30,600", "--systems", "bm25"])
     assert code == 0, capsys.readouterr().out
     assert seen["cfg"].budgets == (30, 600)  # type: ignore[attr-defined]
+    assert seen["cfg"].roles == ("controller", "selector", "writer")  # type: ignore[attr-defined]
     records = (tmp_path / "o" / "records.jsonl").read_text().splitlines()
     assert len(records) == 2 * 5
     assert "Recall vs delivered tokens" in capsys.readouterr().out
@@ -117,6 +118,7 @@ def test_bench_locomo_takes_sample_ids_and_budgets(
         (["--systems", "bm25,gpt"], "unknown system 'gpt'"),
         (["--max-questions", "0"], "max questions must be positive"),
         (["-k", "-2"], "k must be positive"),
+        (["--roles", "controller,judge"], "--roles takes some of controller, selector, writer"),
     ],
 )
 def test_a_bad_bench_argument_is_one_line_not_a_traceback(
