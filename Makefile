@@ -26,6 +26,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 		$(BIN)/python -m pip install -q --force-reinstall --no-deps "$$wheel" && \
 		$(BIN)/python -m pip install -q "$$wheel" -e '.[dev]'
 	$(BIN)/tiermem models install smollm2
+	$(BIN)/tiermem train converters
 	touch $@
 
 demo: install

@@ -12,6 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from tiermem.config import ONLINE_ROLES
 from tiermem.errors import InvalidInputError, TiermemError
+from tiermem.training.cli import add_train_parser, run_train
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -179,6 +180,7 @@ def _parser() -> argparse.ArgumentParser:
 
     config = commands.add_parser("config", help="print the configuration in effect")
     config.add_argument("--config", type=Path, help="a TOML file")
+    add_train_parser(commands)
     return parser
 
 
@@ -299,6 +301,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             consolidate(args.config, args.data_dir, args.user, args.model, args.once, console)
         elif args.command == "doctor":
             return _doctor(args, console)
+        elif args.command == "train":
+            return run_train(args, console)
         elif args.command == "config":
             from tiermem.settings import load_config
             from tiermem.slm.registry import check_backend_kinds

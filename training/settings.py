@@ -1,0 +1,49 @@
+"""The settings of a LoRA run, apart from the training code so that the CLI reads its
+defaults without importing torch.
+
+>>> LoraSettings().rank, LoraSettings().target_modules
+(8, ('q_proj', 'k_proj', 'v_proj', 'o_proj'))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tiermem.training import TrainingInputError
+
+DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
+PRECISIONS = ("auto", "float32", "bfloat16")
+
+
+@dataclass(frozen=True, slots=True)
+class LoraSettings:
+    rank: int = 8
+    alpha: float = 16.0
+    dropout: float = 0.05
+    target_modules: tuple[str, ...] = DEFAULT_TARGETS
+    learning_rate: float = 2e-4
+    epochs: int = 1
+    batch_size: int = 4
+    max_examples: int | None = 2000  # a seeded sample of the dataset; None: all of it
+    seed: int = 0
+    device: str = "auto"  # auto: cuda when there is one, else cpu
+    precision: str = "auto"  # auto: bfloat16 where the hardware computes it, else float32
+    checkpoint_every: int = 50  # steps
+    warmup_ratio: float = 0.05
+
+    def check(self) -> None:
+        if self.rank < 1 or self.alpha <= 0 or not 0 <= self.dropout < 1:
+            raise TrainingInputError("rank must be >= 1, alpha > 0 and dropout in [0, 1)")
+        if self.learning_rate <= 0 or self.epochs < 1 or self.batch_size < 1:
+            raise TrainingInputError("learning rate, epochs and batch size must be positive")
+        if self.max_examples is not None and self.max_examples < 1:
+            raise TrainingInputError("max examples must be positive")
+        if not self.target_modules:
+            raise TrainingInputError("name at least one target module")
+        if self.precision not in PRECISIONS:
+            raise TrainingInputError(f"precision is one of {', '.join(PRECISIONS)}")
+        if self.checkpoint_every < 1:
+            raise TrainingInputError("checkpoint every must be >= 1 step")
+
+
+__all__ = ["DEFAULT_TARGETS", "PRECISIONS", "LoraSettings"]
