@@ -86,6 +86,17 @@ class Meter:
             else:
                 stats.invalid += 1
 
+    def record_no_answer(self, task: str, *, timed_out: bool, latency_s: float) -> None:
+        """A call that got no answer: it timed out, or the backend was unavailable."""
+        self.record_call(
+            task,
+            ok=False,
+            prompt_tokens=0,
+            completion_tokens=0,
+            latency_s=latency_s,
+            failure="timeout" if timed_out else "unavailable",
+        )
+
     def mark_invalid(self, task: str) -> None:
         """A call that parsed but failed a semantic check (an id that is not a candidate)."""
         with self._lock:

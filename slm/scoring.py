@@ -99,14 +99,9 @@ def score_task(backend: NextTokenScorer, request: ScoreRequest, meter: Meter) ->
     try:
         scores = backend.score_next_token(request)
     except SLMError as exc:
-        meter.record_call(
-            request.task,
-            ok=False,
-            prompt_tokens=0,
-            completion_tokens=0,
-            latency_s=time.perf_counter() - started,
-            failure="timeout" if isinstance(exc, SLMTimeout) else "unavailable",
-        )
+        timed_out = isinstance(exc, SLMTimeout)
+        latency = time.perf_counter() - started
+        meter.record_no_answer(request.task, timed_out=timed_out, latency_s=latency)
         raise
     latency = time.perf_counter() - started
     failure: str | None = None

@@ -85,15 +85,8 @@ def run_task(
     try:
         response = backend.complete(request)
     except SLMError as exc:
-        failure = "timeout" if isinstance(exc, SLMTimeout) else "unavailable"
-        meter.record_call(
-            spec.name,
-            ok=False,
-            prompt_tokens=0,
-            completion_tokens=0,
-            latency_s=time.perf_counter() - started,
-            failure=failure,
-        )
+        latency = time.perf_counter() - started
+        meter.record_no_answer(spec.name, timed_out=isinstance(exc, SLMTimeout), latency_s=latency)
         raise
     latency = time.perf_counter() - started
 

@@ -1,8 +1,14 @@
-"""A small Ollama-protocol server for tests: real HTTP, ``/api/chat`` and ``/api/tags``, backed
-by any tiermem backend (the scripted fake, or a real GGUF model in-process).
+"""A small Ollama-protocol server for tests: real HTTP, ``/api/chat`` and ``/api/tags``, and
+Ollama's OpenAI-compatible ``/v1/chat/completions``, backed by any tiermem backend (the
+scripted fake, or a real GGUF model in-process).
 
 No Ollama server can be installed on the build machine; the ``ollama`` backend talks to this
-one through the official ``ollama`` client exactly as it would to Ollama.
+one through the official ``ollama`` client exactly as it would to Ollama, and the ``openai``
+backend through the official ``openai`` client.
+
+A request for ``logprobs`` is answered from the backend's ``score_next_token`` over the
+server's ``vocabulary`` (the token texts it knows): the most probable is the answer, and the
+top ``top_logprobs`` of the vocabulary are listed, as a server lists the top of its own.
 """
 
 from __future__ import annotations
@@ -12,19 +18,38 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from tiermem.errors import SLMError
-from tiermem.slm.base import ChatMessage, SLMBackend, SLMRequest
+from tiermem.slm.base import ChatMessage, NextTokenScorer, ScoreRequest, SLMBackend, SLMRequest
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str
+    top: list[tuple[str, float]] | None = None  # the listed logprobs, when they were asked
 
 
 class OllamaProtocolServer:
-    def __init__(self, backend: SLMBackend, model: str, delay_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        backend: SLMBackend,
+        model: str,
+        delay_s: float = 0.0,
+        vocabulary: tuple[str, ...] = ("yes", "no"),
+        cached_tokens: int = 0,
+    ) -> None:
         self.backend = backend
         self.model = model
         self.delay_s = delay_s
+        self.vocabulary = vocabulary
+        self.cached_tokens = cached_tokens  # what /v1 reports as a cached prompt prefix
         self.requests: list[dict[str, Any]] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -76,41 +101,90 @@ class OllamaProtocolServer:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 server.requests.append({"path": self.path, **body})
-                if self.path != "/api/chat":
+                if self.path not in ("/api/chat", "/v1/chat/completions"):
                     self._send(404, {"error": "not found"})
                     return
                 if body.get("model") != server.model:
                     self._send(404, {"error": f"model '{body.get('model')}' not found"})
                     return
                 time.sleep(server.delay_s)
-                options = body.get("options") or {}
-                request = SLMRequest(
-                    task="ollama",
-                    messages=[ChatMessage(m["role"], m["content"]) for m in body["messages"]],
-                    json_schema=body.get("format") or {"type": "object"},
-                    max_tokens=int(options.get("num_predict", 256)),
-                    temperature=float(options.get("temperature", 0.0)),
-                    timeout_s=120.0,
-                )
                 try:
-                    answer = server.backend.complete(request)
+                    answer = server.answer(body, self.path.startswith("/v1"))
                 except SLMError as exc:
                     self._send(500, {"error": str(exc)})
                     return
-                self._send(
-                    200,
-                    {
-                        "model": server.model,
-                        "created_at": datetime.now(UTC).isoformat(),
-                        "message": {"role": "assistant", "content": answer.text},
-                        "done": True,
-                        "done_reason": answer.finish_reason,
-                        "prompt_eval_count": answer.prompt_tokens,
-                        "eval_count": answer.completion_tokens,
-                    },
-                )
+                reply = server.openai_reply if self.path.startswith("/v1") else server.ollama_reply
+                self._send(200, reply(answer))
 
         return Handler
+
+    def answer(self, body: dict[str, Any], openai: bool) -> Answer:
+        """The backend's answer to a chat body: generated text, or, when logprobs are asked,
+        the most probable token of the vocabulary with the top of the vocabulary listed."""
+        messages = [ChatMessage(m["role"], m["content"]) for m in body["messages"]]
+        if body.get("logprobs"):
+            assert isinstance(self.backend, NextTokenScorer)
+            scores = self.backend.score_next_token(ScoreRequest("fake", messages, self.vocabulary))
+            ranked = sorted(scores.logprobs.items(), key=lambda item: -item[1])
+            top = ranked[: int(body.get("top_logprobs") or 0) or 1]
+            return Answer(ranked[0][0], scores.prompt_tokens, 1, "length", top)
+        options = body.get("options") or {}
+        limit = body.get("max_tokens") if openai else options.get("num_predict")
+        schema = body.get("format") or (body.get("response_format") or {}).get("json_schema", {})
+        request = SLMRequest(
+            task="ollama",
+            messages=messages,
+            json_schema=schema.get("schema", schema) or {"type": "object"},
+            max_tokens=int(limit or 256),
+            temperature=float(options.get("temperature", body.get("temperature", 0.0))),
+            timeout_s=120.0,
+        )
+        reply = self.backend.complete(request)
+        return Answer(reply.text, reply.prompt_tokens, reply.completion_tokens, reply.finish_reason)
+
+    def ollama_reply(self, answer: Answer) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "created_at": datetime.now(UTC).isoformat(),
+            "message": {"role": "assistant", "content": answer.text},
+            "done": True,
+            "done_reason": answer.finish_reason,
+            "prompt_eval_count": answer.prompt_tokens,
+            "eval_count": answer.completion_tokens,
+        }
+        if answer.top is not None:
+            listed = [{"token": t, "logprob": lp} for t, lp in answer.top]
+            first = {"token": answer.text, "logprob": answer.top[0][1], "top_logprobs": listed}
+            body["logprobs"] = [first]
+        return body
+
+    def openai_reply(self, answer: Answer) -> dict[str, Any]:
+        text, prompt, completion = answer.text, answer.prompt_tokens, answer.completion_tokens
+        logprobs = None
+        if answer.top is not None:
+            listed = [{"token": t, "logprob": lp, "bytes": None} for t, lp in answer.top]
+            first = {"token": text, "logprob": answer.top[0][1], "bytes": None}
+            logprobs = {"content": [{**first, "top_logprobs": listed}], "refusal": None}
+        return {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": answer.finish_reason,
+                    "logprobs": logprobs,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+                "prompt_tokens_details": {"cached_tokens": min(prompt, self.cached_tokens)},
+            },
+        }
 
     def start(self) -> None:
         self._thread.start()
@@ -122,9 +196,13 @@ class OllamaProtocolServer:
 
 @contextmanager
 def serving(
-    backend: SLMBackend, model: str = "llama3.2:1b-instruct-q4_K_M", delay_s: float = 0.0
+    backend: SLMBackend,
+    model: str = "llama3.2:1b-instruct-q4_K_M",
+    delay_s: float = 0.0,
+    vocabulary: tuple[str, ...] = ("yes", "no"),
+    cached_tokens: int = 0,
 ) -> Iterator[OllamaProtocolServer]:
-    server = OllamaProtocolServer(backend, model, delay_s)
+    server = OllamaProtocolServer(backend, model, delay_s, vocabulary, cached_tokens)
     server.start()
     try:
         yield server

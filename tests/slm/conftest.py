@@ -16,6 +16,11 @@ from tiermem.slm.scripted import ScriptedBackend
 from tests.fakes.scripted import KIND, ScriptedModels
 
 MODEL = "scripted"  # the model name the online roles call
+# Two turns, one of them the answer to "What does my sister do?"
+SISTER_AND_DOG = (
+    ("user", "My dog Miso hates thunderstorms."),
+    ("user", "My sister Ines runs a bakery in Lisbon."),
+)
 
 Handler = Callable[[SLMRequest], dict[str, Any] | str]
 

@@ -16,8 +16,10 @@ import llama_cpp
 import pytest
 from tiermem import ManualClock, Memory
 from tiermem.config import BackendConfig, RoleConfig, SLMConfig
+from tiermem.errors import ConfigError
 from tiermem.slm import llamacpp
 from tiermem.slm.base import ChatMessage, SLMRequest
+from tiermem.slm.registry import build_backend
 
 from tests.conftest import chat
 from tests.offline.conftest import ltm_config
@@ -132,3 +134,26 @@ def test_one_owner_loads_a_model_once_and_keeps_each_thread_count(gguf: Path) ->
         (2, ["writer", "writer"]),
         (4, ["writer"]),
     ]
+
+
+def test_a_lora_adapter_is_its_own_context_and_a_missing_one_is_named(
+    tmp_path: Path, gguf: Path
+) -> None:
+    """The registry hands the config's adapter to llama.cpp; the base and the tuned model are
+    two contexts, so serving one never changes the other's answers."""
+    adapter = tmp_path / "selector-lora.gguf"
+    adapter.write_bytes(b"GGUF")
+    request = SLMRequest("writer", [ChatMessage("user", "Turns:")], {}, 64)
+    plain = BackendConfig(kind="llamacpp", model=str(gguf))
+    tuned = plain.model_copy(update={"lora_path": adapter, "lora_scale": 0.5})
+    for config in (plain, tuned, tuned):
+        backend = build_backend(config, tmp_path)
+        assert backend.complete(request).text
+    assert backend.model == f"{gguf.name}+{adapter.name}"
+    assert [(b.kwargs["lora_path"], b.kwargs["lora_scale"]) for b in FakeLlama.built] == [
+        (None, 1.0),
+        (str(adapter), 0.5),
+    ]
+    missing = plain.model_copy(update={"lora_path": tmp_path / "none.gguf"})
+    with pytest.raises(ConfigError, match=r"LoRA adapter file .*none\.gguf does not exist"):
+        build_backend(missing, tmp_path).complete(request)

@@ -16,8 +16,11 @@ import httpx
 import pytest
 from tiermem import ManualClock, Memory, TiermemConfig
 from tiermem.config import BackendConfig, GeneratorConfig, MTMConfig, SLMConfig
+from tiermem.slm.base import ScoreRequest
 from tiermem.slm.llamacpp import LlamaCppBackend
 from tiermem.slm.models import resolve_model
+from tiermem.slm.openai_backend import OpenAIBackend
+from tiermem.slm.prompts.relevance import RelevanceInput, build_messages
 
 from tests.conftest import T0, chat
 from tests.fakes.ollama_server import serving
@@ -144,3 +147,17 @@ def test_online_path_through_an_openai_compatible_endpoint(llama_server: str) ->
             )
         )
     )
+
+
+def test_next_token_scores_through_an_openai_compatible_endpoint(llama_server: str) -> None:
+    """``logprobs``/``top_logprobs`` through ``python -m llama_cpp.server``: both answers are
+    among its top 20 for a yes/no prompt, so neither needs the floor."""
+    backend = OpenAIBackend("smollm2", base_url=llama_server, api_key=None)
+    question = "When is my flight to Lisbon?"
+    memory = "[2 March 2026] I booked flight TP1351 to Lisbon for 9 October."
+    request = ScoreRequest("relevance", build_messages(RelevanceInput(question, memory)))
+    scores = backend.score_next_token(request)
+    assert set(scores.logprobs) == {"yes", "no"}
+    assert scores.floored == ()
+    assert all(lp <= 0 for lp in scores.logprobs.values())
+    assert 0 < scores.evaluated_tokens <= scores.prompt_tokens
