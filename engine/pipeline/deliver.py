@@ -126,14 +126,18 @@ def build_context(
     hits: Sequence[SearchHit],
     budget_tokens: int,
     expansion: Expansion,
+    record: bool = True,
 ) -> DeliveredContext:
-    """The context for ``hits``: their turns (and neighbours) read from the journal, packed."""
+    """The context for ``hits``: their turns (and neighbours) read from the journal, packed.
+    ``record``: count an access of each delivered hit (``False`` for an evaluation that must
+    leave the memory as it found it)."""
     hits = strong_hits(hits, expansion.fall_off)
     ids = sorted({t for h in hits if h.tier is Tier.MTM for t in h.source_turn_ids})
     sessions = sorted({t.session_id for t in c.journal.turns(user_id, ids).values()})
     turns = context_turns(c.journal.session_turns(user_id, sessions))
     ctx = pack(hit_units(hits, turns, expansion), turns, budget_tokens, c.tokens)
-    return replace(ctx, hits=tuple(record_access(c, user_id, delivered_hits(ctx, hits))))
+    delivered = delivered_hits(ctx, hits)
+    return replace(ctx, hits=tuple(record_access(c, user_id, delivered) if record else delivered))
 
 
 def delivered_hits(ctx: DeliveredContext, hits: Sequence[SearchHit]) -> list[SearchHit]:

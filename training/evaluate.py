@@ -1,0 +1,325 @@
+"""``tiermem bench selector``: the selectors compared on held-out conversations, in one run.
+
+Every variant sees the same questions and, per question, the same candidate pool: the one the
+read path hands its selector (:func:`tiermem.training.dataset.candidate_pool`, ``2k``
+candidates), taken from a model-free memory of the conversation ingested as ``tiermem bench
+locomo`` ingests it. The variants:
+
+- ``fusion``: rank fusion alone, the first ``k`` candidates (no model);
+- ``listwise``: the base model names the supporting candidates in one call;
+- ``pointwise``: the base model's P(yes) per candidate, fused with the first-stage rank;
+- ``pointwise-lora``: the same with the LoRA adapter (``--adapter``, a GGUF LoRA).
+
+Per question and variant: precision, recall and F1 of the kept candidates against the gold
+labels of the pool (a candidate is relevant when one of its source turns is gold evidence);
+evidence recall of the kept candidates' own turns (at equal K) and of the context the builder
+makes of them at each token budget (delivered tokens reported); the prompt tokens sent and
+evaluated, and the selection's latency. With ``calibrate_questions``, each pointwise variant's
+threshold (adaptive K) is calibrated on that many questions of the tune split first.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from tiermem.bench.datasets.locomo import LocomoSample, load_locomo
+from tiermem.bench.metrics import evidence_recall
+from tiermem.bench.systems import Tiermem
+from tiermem.components import Components
+from tiermem.config import BackendConfig, EmbedderConfig, TiermemConfig
+from tiermem.pipeline.deliver import DEFAULT_EXPANSION, build_context
+from tiermem.ranking import calibrate_threshold
+from tiermem.roles.plan import Candidate, Selector, TopKSelector
+from tiermem.slm.meter import Meter
+from tiermem.slm.registry import BackendPool
+from tiermem.slm.roles.common import RoleRuntime
+from tiermem.slm.roles.pointwise import PointwiseSelector, PointwiseSettings
+from tiermem.slm.roles.selector import SLMSelector
+from tiermem.training import TrainingInputError
+from tiermem.training.dataset import SPLITS, candidate_pool, is_relevant, split_samples
+from tiermem.types import ScoreExplanation, SearchHit
+
+VARIANTS = ("fusion", "listwise", "pointwise", "pointwise-lora")
+SELECT_TIMEOUT_S = 600.0  # per question: a slow CPU must not turn into fallbacks
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorEvalConfig:
+    data: Path
+    out: Path
+    model: str = "qwen0.5b"
+    adapter: Path | None = None  # a GGUF LoRA on ``model``; without it no pointwise-lora
+    backend_kind: str = "llamacpp"  # a registered backend kind that can score tokens
+    split: str = "test"
+    k: int = 10
+    questions: int | None = None  # the first ones of each conversation
+    budgets: tuple[int, ...] = (300, 600, 1200)
+    calibrate_questions: int = 0  # tune-split questions per pointwise variant; 0: keep k
+    weight: float = 0.3
+    variants: tuple[str, ...] = VARIANTS
+    embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
+    models_dir: Path = Path("~/.cache/tiermem/models")
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One question, one variant."""
+
+    variant: str
+    sample_id: str
+    question_index: int
+    category: int
+    pool: int
+    relevant_in_pool: int
+    kept: int
+    kept_relevant: int
+    recall_at_k: float  # evidence recall of the kept candidates' own turns
+    recall_at: dict[int, float]  # budget -> evidence recall of the built context
+    tokens_at: dict[int, int]  # budget -> tokens delivered
+    prompt_tokens: int
+    evaluated_tokens: int
+    latency_s: float
+    source: str  # model, fallback, passthrough
+
+
+def _variants(cfg: SelectorEvalConfig) -> tuple[str, ...]:
+    unknown = [v for v in cfg.variants if v not in VARIANTS]
+    if unknown:
+        raise TrainingInputError(f"unknown variant {unknown[0]!r}; known: {', '.join(VARIANTS)}")
+    if "pointwise-lora" in cfg.variants and cfg.adapter is None:
+        return tuple(v for v in cfg.variants if v != "pointwise-lora")
+    if cfg.adapter is not None and not cfg.adapter.is_file():
+        raise TrainingInputError(f"--adapter {cfg.adapter} is not a file")
+    return cfg.variants
+
+
+class _Variants:
+    """Each variant's selector and its own meter, on backends loaded once."""
+
+    def __init__(self, cfg: SelectorEvalConfig, names: Sequence[str]) -> None:
+        self._cfg = cfg
+        self._pool = BackendPool(cfg.models_dir)
+        self.meters = {name: Meter() for name in names}
+        self.selectors: dict[str, Selector] = {}
+        for name in names:
+            self.selectors[name] = self._selector(name, 0.0)
+
+    def _runtime(self, name: str) -> RoleRuntime:
+        lora = self._cfg.adapter if name == "pointwise-lora" else None
+        backend = self._pool.get(
+            BackendConfig(kind=self._cfg.backend_kind, model=self._cfg.model, lora_path=lora)
+        )
+        return RoleRuntime(backend, self.meters[name], timeout_s=SELECT_TIMEOUT_S)
+
+    def _selector(self, name: str, threshold: float) -> Selector:
+        if name == "fusion":
+            return TopKSelector()
+        if name == "listwise":
+            return SLMSelector(self._runtime(name))
+        return PointwiseSelector(
+            self._runtime(name), PointwiseSettings(self._cfg.weight, threshold)
+        )
+
+    def calibrate(self, name: str, pools: Sequence[tuple[str, list[Candidate], set[str]]]) -> float:
+        """The pointwise variant's threshold from tune-split pools, then used for selection."""
+        selector = self.selectors[name]
+        assert isinstance(selector, PointwiseSelector)
+        scores: list[float] = []
+        labels: list[bool] = []
+        for question, pool, evidence in pools:
+            scores += [f.score for f in selector.score(question, pool)]
+            labels += [is_relevant(c, evidence) for c in pool]
+        self.meters[name].reset()
+        choice = calibrate_threshold(scores, labels)
+        self.selectors[name] = self._selector(name, choice.threshold)
+        return choice.threshold
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+@contextmanager
+def _memory(sample: LocomoSample, cfg: SelectorEvalConfig) -> Iterator[Components]:
+    """The conversation in a fresh model-free memory, as the benchmark ingests it."""
+    with tempfile.TemporaryDirectory(prefix="tiermem-selector-eval-") as state:
+        system = Tiermem(TiermemConfig(embedder=cfg.embedder), Path(state), cfg.k)
+        try:
+            system.build(sample)
+            assert system.memory is not None
+            yield system.memory.components
+        finally:
+            system.close()
+
+
+def _questions(sample: LocomoSample, limit: int | None) -> list[tuple[int, Any]]:
+    usable = [(i, q) for i, q in enumerate(sample.questions) if q.category in (1, 2, 3, 4)]
+    usable = [(i, q) for i, q in usable if q.evidence]
+    return usable[:limit] if limit else usable
+
+
+def _row(
+    variants: _Variants,
+    name: str,
+    c: Components,
+    sample: LocomoSample,
+    index: int,
+    question: Any,
+    pool: list[Candidate],
+    cfg: SelectorEvalConfig,
+) -> Row:
+    meter = variants.meters[name]
+    before = meter.totals()
+    started = time.perf_counter()
+    selection = variants.selectors[name].select([question.question], pool, cfg.k)
+    latency = time.perf_counter() - started
+    after = meter.totals()
+    kept = [cand for cand, _ in selection.kept]
+    evidence = set(question.evidence)
+    hits = [
+        SearchHit(cand.item, score, ScoreExplanation(dict(cand.components), name))
+        for cand, score in selection.kept
+    ]
+    recall_at, tokens_at = {}, {}
+    for budget in cfg.budgets:
+        ctx = build_context(c, sample.sample_id, hits, budget, DEFAULT_EXPANSION, record=False)
+        recall_at[budget] = evidence_recall(question.evidence, set(ctx.turn_ids))
+        tokens_at[budget] = ctx.tokens
+    own = {t for cand in kept for t in cand.source_turn_ids}
+    return Row(
+        variant=name,
+        sample_id=sample.sample_id,
+        question_index=index,
+        category=question.category,
+        pool=len(pool),
+        relevant_in_pool=sum(is_relevant(cand, evidence) for cand in pool),
+        kept=len(kept),
+        kept_relevant=sum(is_relevant(cand, evidence) for cand in kept),
+        recall_at_k=evidence_recall(question.evidence, own),
+        recall_at=recall_at,
+        tokens_at=tokens_at,
+        prompt_tokens=after["prompt_tokens"] - before["prompt_tokens"],
+        evaluated_tokens=after["evaluated_tokens"] - before["evaluated_tokens"],
+        latency_s=latency,
+        source=selection.source,
+    )
+
+
+def summarise(rows: Sequence[Row], budgets: Sequence[int]) -> dict[str, dict[str, float]]:
+    """Per variant: micro precision/recall/F1 of the kept candidates, mean evidence recall
+    at K and at each budget with the mean tokens delivered, tokens and latency per query.
+
+    >>> r = Row("fusion", "s", 0, 1, 4, 2, 2, 1, 0.5, {300: 1.0}, {300: 200}, 0, 0, 0.01, "x")
+    >>> s = summarise([r], [300])["fusion"]
+    >>> (s["precision"], s["recall"], s["recall_at_300"], s["tokens_at_300"])
+    (0.5, 0.5, 1.0, 200.0)
+    """
+    out: dict[str, dict[str, float]] = {}
+    for name in dict.fromkeys(r.variant for r in rows):
+        mine = [r for r in rows if r.variant == name]
+        kept = sum(r.kept for r in mine)
+        hit = sum(r.kept_relevant for r in mine)
+        gold = sum(r.relevant_in_pool for r in mine)
+        precision = hit / kept if kept else 0.0
+        recall = hit / gold if gold else 0.0
+        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+        s = {
+            "questions": float(len(mine)),
+            "precision": precision,
+            "recall": recall,
+            "f1": f1,
+            "mean_kept": statistics.fmean(r.kept for r in mine),
+            "recall_at_k": statistics.fmean(r.recall_at_k for r in mine),
+            "prompt_tokens": statistics.fmean(r.prompt_tokens for r in mine),
+            "evaluated_tokens": statistics.fmean(r.evaluated_tokens for r in mine),
+            "latency_p50_s": statistics.median(r.latency_s for r in mine),
+            "fallbacks": float(sum(r.source == "fallback" for r in mine)),
+        }
+        for b in budgets:
+            s[f"recall_at_{b}"] = statistics.fmean(r.recall_at[b] for r in mine)
+            s[f"tokens_at_{b}"] = statistics.fmean(r.tokens_at[b] for r in mine)
+        out[name] = s
+    return out
+
+
+def _table(summary: dict[str, dict[str, float]], cfg: SelectorEvalConfig) -> Table:
+    table = Table(title=f"Selectors on the {cfg.split} split, k = {cfg.k}")
+    cols = ["variant", "q", "P", "R", "F1", "kept", f"recall@{cfg.k}"]
+    cols += [f"recall@{b} (tok)" for b in cfg.budgets]
+    cols += ["prompt tok", "evaluated tok", "p50 s", "fallbacks"]
+    for col in cols:
+        table.add_column(col, justify="right")
+    for name, s in summary.items():
+        cells = [name, f"{s['questions']:.0f}", f"{s['precision']:.2f}", f"{s['recall']:.2f}"]
+        cells += [f"{s['f1']:.2f}", f"{s['mean_kept']:.1f}", f"{100 * s['recall_at_k']:.1f} %"]
+        cells += [
+            f"{100 * s[f'recall_at_{b}']:.1f} % ({s[f'tokens_at_{b}']:.0f})" for b in cfg.budgets
+        ]
+        cells += [f"{s['prompt_tokens']:.0f}", f"{s['evaluated_tokens']:.0f}"]
+        cells += [f"{s['latency_p50_s']:.2f}", f"{s['fallbacks']:.0f}"]
+        table.add_row(*cells)
+    return table
+
+
+def _calibrate(
+    cfg: SelectorEvalConfig, samples: Sequence[LocomoSample], variants: _Variants
+) -> dict[str, float]:
+    names = [n for n in variants.selectors if n.startswith("pointwise")]
+    if not cfg.calibrate_questions or not names:
+        return {}
+    (_, tune), *_ = split_samples(samples, "tune")
+    with _memory(tune, cfg) as c:
+        pools = [
+            (q.question, candidate_pool(c, tune.sample_id, q.question, cfg.k), set(q.evidence))
+            for _, q in _questions(tune, cfg.calibrate_questions)
+        ]
+    return {name: variants.calibrate(name, pools) for name in names}
+
+
+def run(cfg: SelectorEvalConfig, console: Console) -> dict[str, Any]:
+    """Every variant on every question of the split; rows, summary and report under ``out``."""
+    if cfg.split not in SPLITS:
+        raise TrainingInputError(f"unknown split {cfg.split!r}; known: {', '.join(SPLITS)}")
+    names = _variants(cfg)
+    samples, _ = load_locomo(cfg.data)
+    tests = split_samples(samples, cfg.split)
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    variants = _Variants(cfg, names)
+    rows: list[Row] = []
+    try:
+        thresholds = _calibrate(cfg, samples, variants)
+        for _, sample in tests:
+            with _memory(sample, cfg) as c:
+                for index, question in _questions(sample, cfg.questions):
+                    pool = candidate_pool(c, sample.sample_id, question.question, cfg.k)
+                    for name in names:
+                        rows.append(_row(variants, name, c, sample, index, question, pool, cfg))
+                    console.print(f"{sample.sample_id} q{index}: {len(rows)} rows", end="\r")
+    finally:
+        variants.close()
+    summary = summarise(rows, cfg.budgets)
+    result = {
+        "config": {k: str(v) for k, v in asdict(cfg).items()},
+        "thresholds": thresholds,
+        "summary": summary,
+    }
+    (cfg.out / "rows.jsonl").write_text(
+        "".join(json.dumps(asdict(r)) + "\n" for r in rows), encoding="utf-8"
+    )
+    (cfg.out / "summary.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
+    console.print(_table(summary, cfg))
+    if thresholds:
+        console.print(f"calibrated thresholds (tune split): {thresholds}")
+    return result
+
+
+__all__ = ["VARIANTS", "Row", "SelectorEvalConfig", "run", "summarise"]
