@@ -32,6 +32,7 @@ def add_train_parser(commands: Any) -> None:
     )
     ds.add_argument("--seed", type=int, default=0)
     ds.add_argument("--max-questions", type=int, help="per conversation, in file order")
+    ds.add_argument("--categories", default="1,2,3,4", help="LoCoMo categories (5: adversarial)")
     ds.add_argument("--embedder", choices=("sentence-transformers", "hash"), default=None)
     sel = sub.add_parser("selector", help="LoRA-tune the pointwise selector, export it to GGUF")
     sel.add_argument("--dataset", type=Path, required=True, help="from tiermem train dataset")
@@ -69,6 +70,13 @@ def _count(text: str | None, option: str, default: int | None) -> int | None:
     return int(text)
 
 
+def _categories(text: str) -> tuple[int, ...]:
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    if not names or not all(x in "12345" and len(x) == 1 for x in names):
+        raise TrainingInputError(f"--categories takes LoCoMo categories 1-5, got {text!r}")
+    return tuple(int(x) for x in names)
+
+
 def run_train(args: argparse.Namespace, console: Console) -> int:
     if args.train_command == "dataset":
         _dataset(args, console)
@@ -97,6 +105,7 @@ def _dataset(args: argparse.Namespace, console: Console) -> None:
         seed=args.seed,
         embedder=embedder,
         questions=args.max_questions,
+        categories=_categories(args.categories),
     )
     stats = write_dataset(config, args.out, lambda s: console.print(f"ingesting {s}"))
     console.print(

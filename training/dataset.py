@@ -47,13 +47,17 @@ SPLITS: dict[str, tuple[int, ...]] = {"train": tuple(range(7)), "tune": (7,), "t
 # The CLI's cap on negatives per question for the train split (about one positive in four
 # examples there); tune and test keep the whole pool, as the selector meets it.
 TRAIN_NEGATIVES = 4
+HEADLINE_CATEGORIES = (1, 2, 3, 4)  # multi-hop, temporal, open-domain, single-hop
 
 
 @dataclass(frozen=True, slots=True)
 class DatasetConfig:
     """``k``: the hits the search asks for (the benchmark's ``-k``); the pool the selector
     sees is ``candidate_multiplier * k``. ``negatives``: per question, ``None`` keeps all.
-    ``questions``: the first ones of each conversation only (quick runs, tests)."""
+    ``categories``: the questions kept, by LoCoMo category; by default the benchmark's
+    headline ones (adversarial questions, 5, ask about what was never said, and their
+    "evidence" is the turn that says something else). ``questions``: the first ones of each
+    conversation only, counted before the category filter (quick runs, tests)."""
 
     data: Path
     split: str = "train"
@@ -62,6 +66,7 @@ class DatasetConfig:
     seed: int = 0
     embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
     questions: int | None = None
+    categories: tuple[int, ...] = HEADLINE_CATEGORIES
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +230,8 @@ def conversation_examples(
         assert memory is not None
         questions = sample.questions[: config.questions] if config.questions else sample.questions
         for index, question in enumerate(questions):
+            if question.category not in config.categories:
+                continue
             yield question_examples(
                 memory.components, config.split, position, sample, index, question, config
             )
@@ -284,6 +291,7 @@ def read_examples(path: Path) -> list[Example]:
 
 
 __all__ = [
+    "HEADLINE_CATEGORIES",
     "SPLITS",
     "TRAIN_NEGATIVES",
     "DatasetConfig",

@@ -10,9 +10,9 @@ Defaults (measured on this 2-core machine, Qwen2.5-Coder-0.5B dequantised, promp
 tokens, another process busy beside it): about 0.6-0.9 s per example in bfloat16 autocast and
 1.2 s in float32; 2,000 examples in batches of 4 (500 steps) take 25-35 minutes.
 
->>> order = batch_order(5, 2, seed=0, epoch=0)
->>> sorted(i for batch in order for i in batch), [len(b) for b in order]
-([0, 1, 2, 3, 4], [2, 2, 1])
+>>> order = batch_order([9, 3, 8, 2, 7], 2, seed=0, epoch=0)
+>>> sorted(i for batch in order for i in batch), sorted(len(b) for b in order)
+([0, 1, 2, 3, 4], [1, 2, 2])
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from tiermem.training.settings import DEFAULT_TARGETS, LoraSettings
 logger = logging.getLogger(__name__)
 
 DEFAULT_ADAPTERS = Path("~/.cache/tiermem/adapters")
+BUCKET = 16  # batches per window of length grouping
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +62,8 @@ class TrainResult:
     examples: int
     steps: int
     resumed_from: int
-    seconds: float
+    seconds: float  # wall time of the steps run here
+    cpu_seconds: float  # CPU time of this process over those steps (all threads)
     losses: list[float]
     device: str
     precision: str
@@ -124,12 +126,20 @@ def encode(tokenizer: Any, example: Example) -> Encoded:
     return Encoded(list(ids), answer_token(tokenizer, example.target))
 
 
-def batch_order(n: int, batch_size: int, seed: int, epoch: int) -> list[list[int]]:
-    """Example positions in batches, shuffled per epoch by the seed alone, so a resumed run
-    sees the same batches."""
-    order = list(range(n))
-    random.Random(f"{seed}/{epoch}").shuffle(order)
-    return [order[i : i + batch_size] for i in range(0, n, batch_size)]
+def batch_order(lengths: Sequence[int], batch_size: int, seed: int, epoch: int) -> list[list[int]]:
+    """Example positions in batches, shuffled per epoch by the seed alone (a resumed run sees
+    the same batches). Within each window of ``BUCKET`` batches the examples are grouped by
+    length, so a batch pads little; the batches are then shuffled."""
+    order = list(range(len(lengths)))
+    rng = random.Random(f"{seed}/{epoch}")
+    rng.shuffle(order)
+    window = batch_size * BUCKET
+    batches = []
+    for start in range(0, len(order), window):
+        chunk = sorted(order[start : start + window], key=lambda i: lengths[i])
+        batches += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
+    rng.shuffle(batches)
+    return batches
 
 
 def collate(batch: Sequence[Encoded], pad_id: int, device: str) -> dict[str, torch.Tensor]:
@@ -225,6 +235,7 @@ def train_selector(config: TrainConfig, progress: ProgressCallback | None = None
     model, tokenizer = load_base(base, device)
     model = with_lora(model, settings)
     encoded = [encode(tokenizer, e) for e in examples]
+    lengths = [len(e.input_ids) for e in encoded]
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     per_epoch = math.ceil(len(encoded) / settings.batch_size)
     total = per_epoch * settings.epochs
@@ -233,7 +244,7 @@ def train_selector(config: TrainConfig, progress: ProgressCallback | None = None
     schedule = warmup_then_linear(optimizer, total, settings.warmup_ratio)
     fingerprint = {"settings": asdict(settings), "base": str(base.hf_dir), "n": len(encoded)}
     start, losses = resume_point(config, model, optimizer, schedule, fingerprint)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     model.train()
     autocast = (
         torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16)
@@ -242,7 +253,7 @@ def train_selector(config: TrainConfig, progress: ProgressCallback | None = None
     )
     for step in range(start, total):
         epoch, index = divmod(step, per_epoch)
-        positions = batch_order(len(encoded), settings.batch_size, settings.seed, epoch)[index]
+        positions = batch_order(lengths, settings.batch_size, settings.seed, epoch)[index]
         batch = collate([encoded[i] for i in positions], pad_id, device)
         with autocast:
             logits = answer_logits(model, batch)
@@ -256,12 +267,13 @@ def train_selector(config: TrainConfig, progress: ProgressCallback | None = None
             checkpoint.save(config.out, step + 1, model, optimizer, schedule, losses, fingerprint)
         if progress is not None:
             progress(step + 1, total, losses[-1])
-    seconds = time.perf_counter() - started
+    seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     adapter = config.out / "adapter"
     model.save_pretrained(adapter)
     model.eval()
     result = TrainResult(
-        config.out, adapter, base, len(encoded), total, start, seconds, losses, device, precision,
+        config.out, adapter, base, len(encoded), total, start, seconds, cpu_seconds, losses,
+        device, precision,
         model,
     )  # fmt: skip
     write_summary(config, result)
@@ -321,6 +333,7 @@ def write_summary(config: TrainConfig, result: TrainResult) -> Path:
         "steps": result.steps,
         "resumed_from": result.resumed_from,
         "seconds": round(result.seconds, 1),
+        "cpu_seconds": round(result.cpu_seconds, 1),
         "losses": [round(x, 5) for x in result.losses],
     }  # fmt: skip
     path.write_text(json.dumps(summary, indent=2))

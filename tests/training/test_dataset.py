@@ -53,6 +53,8 @@ def _conversation(i: int) -> dict[str, object]:
              "evidence": ["D2:3"], "category": 4},
             {"question": "Which instrument does Ben play?", "answer": "oboe",
              "evidence": ["D1:2"], "category": 1},
+            {"question": "What is Ben's cat called?", "adversarial_answer": name,
+             "evidence": ["D1:1"], "category": 5},
         ],
     }  # fmt: skip
 
@@ -79,7 +81,8 @@ def test_no_test_conversation_leaks_into_train_or_tune(data: Path, tmp_path: Pat
         found[split] = {e.meta.sample_id for e in examples}
         assert {e.meta.split for e in examples} == {split}
         assert stats.examples == len(examples) > 0
-        assert stats.questions == 3 * stats.conversations
+        assert stats.questions == 3 * stats.conversations  # the adversarial one left out
+        assert {e.meta.category for e in examples} == {1, 4}
     assert found == {
         "train": {f"fx-{i}" for i in range(7)},
         "tune": {"fx-7"},
@@ -161,3 +164,7 @@ def test_the_cli_writes_a_split_and_says_what_it_holds(
     assert "21 questions of 7 conversations" in printed
     assert main([*args, "--negatives", "some"]) == 2
     assert "error: --negatives takes a count or 'all'" in capsys.readouterr().out
+    assert main([*args, "--categories", "4,6"]) == 2
+    assert "error: --categories takes LoCoMo categories 1-5" in capsys.readouterr().out
+    assert main([*args, "--embedder", "hash", "--categories", "5"]) == 0
+    assert {e.meta.category for e in read_examples(out)} == {5}
