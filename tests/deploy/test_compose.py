@@ -9,6 +9,7 @@ import os
 import re
 import shlex
 import subprocess
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -136,9 +137,13 @@ def test_built_image_has_its_dockerfile_and_the_package_version() -> None:
         if op == "COPY" and not args.startswith("--from"):
             for source in shlex.split(args)[:-1]:
                 assert (context / source).exists(), f"COPY {source}: not in the build context"
-    version = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)
-    assert version is not None
-    assert SERVICES["tiermem"]["image"] == f"tiermem:{version.group(1)}"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert SERVICES["tiermem"]["image"] == f"tiermem:{project['version']}"
+    installs = " ".join(args for op, args in dockerfile_instructions("Dockerfile") if op == "RUN")
+    extras = re.findall(r'"\.\[([\w,-]+)\]"', installs)
+    assert extras, "the Dockerfile does not pip install the package with its extras"
+    for extra in ",".join(extras).split(","):
+        assert extra in project["optional-dependencies"], f"pyproject.toml has no [{extra}] extra"
 
 
 @pytest.mark.parametrize("name", sorted(SERVICES))
