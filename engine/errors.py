@@ -84,12 +84,15 @@ class NaiveTimestampError(InvalidMessageError):
 
 
 class InvalidLimitError(InvalidInputError):
-    """A result limit such as ``k`` is not a positive integer."""
+    """A result limit such as ``k`` is not a positive integer (or is over ``maximum``, where
+    one applies: the service's own limits)."""
 
-    def __init__(self, name: str, value: object) -> None:
+    def __init__(self, name: str, value: object, maximum: int | None = None) -> None:
         self.name = name
         self.value = value
-        super().__init__(f"{name} must be a positive integer, got {shown(value)}")
+        self.maximum = maximum
+        bound = "" if maximum is None else f" of at most {maximum}"
+        super().__init__(f"{name} must be a positive integer{bound}, got {shown(value)}")
 
 
 class InvalidQueryError(InvalidInputError):
@@ -228,15 +231,60 @@ class LTMCorruptError(LTMError):
         self.reason = reason
 
 
+def _holder(pid: int | None) -> str:
+    return f"process {pid}" if pid is not None else "another process"
+
+
 class LTMLockedError(LTMError):
     """Another process (or another open memory in this one) holds this knowledge graph: two
     writers would overwrite each other's graph, so the second refuses to start."""
 
     def __init__(self, path: object, pid: int | None) -> None:
-        holder = f"process {pid}" if pid is not None else "another process"
         super().__init__(
-            f"knowledge graph at {path} is in use by {holder}; stop it first, or give this "
+            f"knowledge graph at {path} is in use by {_holder(pid)}; stop it first, or give this "
             "memory its own data directory (ltm.path)"
         )
         self.path = path
         self.pid = pid
+
+
+class DataDirLockedError(TiermemError):
+    """A running tiermem service owns this data directory: its stores have one writer, so a
+    second process (``tiermem consolidate``, another service) refuses to open them."""
+
+    def __init__(self, path: object, pid: int | None) -> None:
+        super().__init__(
+            f"data directory {path} is owned by a running tiermem service ({_holder(pid)}); "
+            "use that service (its scheduler consolidates: POST /v1/consolidation/run), or "
+            "stop it first"
+        )
+        self.path = path
+        self.pid = pid
+
+
+class ServiceError(TiermemError):
+    """The tiermem service (``RemoteMemory``'s server) refused or failed a request for a reason
+    of its own, not of the memory's: authentication, limits, availability."""
+
+
+class AuthenticationError(ServiceError):
+    """The API key is missing, malformed or unknown (HTTP 401)."""
+
+
+class PermissionDeniedError(ServiceError):
+    """This API key's tenant may not use a service-wide operation (HTTP 403): consolidating
+    every user and the scheduler's state need a key added with ``--admin``."""
+
+
+class RequestTooLargeError(ServiceError, InvalidInputError):
+    """The request body is over the service's size limit (HTTP 413). Nothing was stored."""
+
+
+class ServiceUnavailableError(ServiceError):
+    """The service cannot take the request now: it is starting, shutting down, overloaded
+    (too many requests in flight), or it could not be reached. A refused request stored
+    nothing; one whose connection broke after it was sent may have run."""
+
+
+class ServiceOverloadedError(ServiceUnavailableError):
+    """Too many requests are in flight at the service (HTTP 503 with ``Retry-After``)."""

@@ -4,7 +4,10 @@ it reads config files and the environment; ``tiermem.offline`` itself never impo
 The embedded Qdrant store is locked to one process, so this runs against a data directory
 that no service holds open (or against a Qdrant server, which any number of processes share).
 The knowledge graph has one writer whatever the store: a running memory with LTM on holds its
-LTM directory, and ``consolidate`` refuses to start beside it (``LTMLockedError``).
+LTM directory, and ``consolidate`` refuses to start beside it (``LTMLockedError``). A running
+``tiermem serve`` owns its whole data directory, and ``consolidate`` refuses that too
+(``DataDirLockedError``): the service's own scheduler consolidates. While it runs,
+``consolidate`` owns the directory the same way, so no service starts beside it.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from tiermem.config import BackendConfig, TiermemConfig
 from tiermem.ltm.persist import DirectoryLock
 from tiermem.memory import Memory
 from tiermem.offline.consolidate import ConsolidationReport
+from tiermem.ownership import claim_data_dir
 
 
 def cli_config(
@@ -50,7 +54,16 @@ def consolidate(
     console: Console,
 ) -> None:
     config = cli_config(config_file, data_dir, model, once)
-    refuse_if_held(config)
+    claim = None if config.data_dir is None else claim_data_dir(config.data_dir)
+    try:
+        refuse_if_held(config)
+        _consolidate(config, user, once, console)
+    finally:
+        if claim is not None:
+            claim.release()
+
+
+def _consolidate(config: TiermemConfig, user: str | None, once: bool, console: Console) -> None:
     with Memory(config) as memory:
         if once:
             print_report(memory.consolidate_now(user), console)

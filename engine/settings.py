@@ -10,6 +10,9 @@ TOML mirrors ``TiermemConfig``::
 
 Environment: ``TIERMEM_DATA_DIR`` picks the data directory; ``TIERMEM_<SECTION>__<FIELD>``
 overrides one field (``TIERMEM_MTM__URL=http://qdrant:6333``).
+
+The ``[service]`` section (and ``TIERMEM_SERVICE__<FIELD>``) configures ``tiermem serve``,
+not the memory: ``load_config`` leaves it out, ``load_edge_config`` returns it apart.
 """
 
 from __future__ import annotations
@@ -24,8 +27,19 @@ from tiermem.errors import ConfigError
 _PREFIX = "TIERMEM_"
 
 
+SERVICE_SECTION = "service"
+
+
 def load_config(path: Path | None, environ: Mapping[str, str]) -> TiermemConfig:
     """The embedded default under the data directory, then the file, then the environment."""
+    return load_edge_config(path, environ)[0]
+
+
+def load_edge_config(
+    path: Path | None, environ: Mapping[str, str]
+) -> tuple[TiermemConfig, dict[str, object]]:
+    """``load_config``'s memory config, and the raw ``[service]`` section beside it (the file's
+    table with the environment's ``TIERMEM_SERVICE__<FIELD>`` over it; empty if neither)."""
     overrides: dict[str, object] = {}
     if path is not None:
         try:
@@ -41,4 +55,7 @@ def load_config(path: Path | None, environ: Mapping[str, str]) -> TiermemConfig:
             if not isinstance(section_overrides, dict):
                 raise ConfigError(f"{key} names {section!r}, which is not a section")
             section_overrides[field] = value
-    return merge_overrides(config, overrides)
+    service = overrides.pop(SERVICE_SECTION, {})
+    if not isinstance(service, dict):
+        raise ConfigError(f"[{SERVICE_SECTION}] must be a table, got {service!r}")
+    return merge_overrides(config, overrides), service

@@ -7,9 +7,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+from collections.abc import Callable
 from pathlib import Path
 
-from tiermem.errors import ConfigError, LTMLockedError
+from tiermem.errors import ConfigError, LTMLockedError, TiermemError
 
 TMP_SUFFIX = ".tmp"
 LOCK_FILE = "ltm.lock"
@@ -67,23 +68,28 @@ class DirectoryLock:
         self._fd: int | None = fd
 
     @classmethod
-    def acquire(cls, directory: Path) -> DirectoryLock:
-        """Take the lock, or raise ``LTMLockedError`` naming the directory and the holder
-        (``ConfigError`` naming it when it cannot be a directory, or cannot be written)."""
+    def acquire(
+        cls,
+        directory: Path,
+        *,
+        lock_file: str = LOCK_FILE,
+        refused: Callable[[Path, int | None], TiermemError] = LTMLockedError,
+        role: str = "the knowledge graph's directory (ltm.path)",
+    ) -> DirectoryLock:
+        """Take the lock, or raise ``refused(directory, holder pid)`` (``LTMLockedError`` by
+        default; ``ConfigError`` naming the directory as ``role`` when it cannot be a
+        directory, or cannot be written). ``lock_file`` names the lock inside it."""
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = os.open(directory / lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError as exc:
-            raise ConfigError(
-                f"cannot use {directory} as the knowledge graph's directory (ltm.path): "
-                f"{exc.strerror or exc}"
-            ) from exc
+            raise ConfigError(f"cannot use {directory} as {role}: {exc.strerror or exc}") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = _read_pid(fd)
             os.close(fd)
-            raise LTMLockedError(directory, holder) from None
+            raise refused(directory, holder) from None
         except BaseException:
             os.close(fd)
             raise

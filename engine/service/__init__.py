@@ -1,0 +1,7 @@
+"""``tiermem serve``: one process owns the memory's stores and serves it over HTTP to any
+number of clients (``tiermem.remote.RemoteMemory``), each tenant by its API key.
+
+This package imports FastAPI only where the app is built (``tiermem.service.app``): the wire
+format (``tiermem.service.wire``) and the error codes (``tiermem.service.codes``) are shared
+with the client, which needs only httpx and pydantic.
+"""

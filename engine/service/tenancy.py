@@ -1,0 +1,57 @@
+"""User ids scoped by tenant: the service stores tenant ``acme``'s user ``ana`` as
+``acme:ana``. Tenant names never hold ``:``, so no two (tenant, user) pairs share a stored id,
+and every store, journal and search is already per user id: a tenant cannot name, list, read
+or erase another tenant's users, and another tenant's memory id is simply not found (404).
+
+Responses give the caller its own user id back: the stored one never leaves the service.
+
+>>> scope = UserScope.of("acme", "Jose\u0301")
+>>> scope.stored, scope.user_id == "Jos\u00e9"
+('acme:José', True)
+>>> scope.to_caller({"user_id": "acme:José", "entries": [{"user_id": "acme:José"}]})
+{'user_id': 'José', 'entries': [{'user_id': 'José'}]}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tiermem.errors import InvalidUserIdError
+from tiermem.validation import MAX_ID_LENGTH, validate_user_id
+
+SEPARATOR = ":"
+
+
+@dataclass(frozen=True, slots=True)
+class UserScope:
+    """One request's user: as the caller names it (``user_id``, in NFC) and as stored."""
+
+    tenant: str
+    user_id: str
+    stored: str
+
+    @classmethod
+    def of(cls, tenant: str, user_id: object) -> UserScope:
+        """Validate the caller's user id as ``Memory`` would (so its errors name what the
+        caller sent), then scope it. The scoped id must fit ``Memory``'s id limit, so a
+        tenant's user ids are at most ``MAX_ID_LENGTH - len(tenant) - 1`` characters."""
+        external = validate_user_id(user_id)
+        stored = f"{tenant}{SEPARATOR}{external}"
+        if len(stored) > MAX_ID_LENGTH:
+            limit = MAX_ID_LENGTH - len(tenant) - len(SEPARATOR)
+            raise InvalidUserIdError(user_id, f"must be at most {limit} characters here")
+        return cls(tenant, external, stored)
+
+    def to_caller(self, data: Any) -> Any:
+        """JSON ``data`` with every ``user_id`` of this scope given back as the caller's."""
+        if isinstance(data, dict):
+            return {
+                key: self.user_id
+                if key == "user_id" and value == self.stored
+                else self.to_caller(value)
+                for key, value in data.items()
+            }
+        if isinstance(data, list):
+            return [self.to_caller(item) for item in data]
+        return data
