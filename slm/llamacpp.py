@@ -267,7 +267,8 @@ class LlamaCppBackend:
                     raise ValueError(f"{len(tokens)} prompt tokens exceed n_ctx {self._n_ctx}")
                 evaluated = evaluate_reusing_prefix(llama, tokens)
                 logits = last_logits(llama)
-            except ValueError as exc:
+            except (ValueError, RuntimeError) as exc:  # RuntimeError: llama_decode failed
+                llama.reset()  # what the cache holds is unknown now; the next call starts over
                 raise SLMUnavailable(request.task, str(exc)) from exc
         total = logsumexp_array(logits)
         logprobs = {
@@ -296,16 +297,17 @@ def chat_tokens(llama: Any, messages: list[dict[str, str]]) -> list[int]:
     template = llama.metadata.get("tokenizer.chat_template")
     if not template:
         raise ValueError("the model has no chat template to score with")
-    if template not in _FORMATTERS:
+    key = f"{llama.model_path}\x1f{template}"  # the template's bos/eos are the model's
+    if key not in _FORMATTERS:
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-        _FORMATTERS[template] = Jinja2ChatFormatter(
+        _FORMATTERS[key] = Jinja2ChatFormatter(
             template=template,
             eos_token=_token_text(llama, llama.token_eos()),
             bos_token=_token_text(llama, llama.token_bos()),
             add_generation_prompt=True,
         )
-    rendered = _FORMATTERS[template](messages=messages)
+    rendered = _FORMATTERS[key](messages=messages)
     tokens: list[int] = llama.tokenize(
         rendered.prompt.encode("utf-8"), add_bos=not rendered.added_special, special=True
     )

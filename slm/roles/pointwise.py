@@ -9,8 +9,10 @@ shared prompt once per query and only each memory after it.
 p is fused with the first-stage rank (``tiermem.ranking.fuse_relevance``): a weak model moves
 a candidate at most ``weight`` away from where rank fusion put it. The kept candidates are those
 whose fused score reaches ``threshold`` (an adaptive K: at least ``min_keep``, at most ``k``);
-``calibrate_threshold`` sets it from a tune split, and a threshold of 0 keeps ``k``. Each kept
-hit's explanation carries ``relevance`` (p) beside its ``selector`` score (the fused one).
+``calibrate_threshold`` sets it from a tune split, and a threshold of 0 keeps ``k``. (An
+inverted model leaves the first-stage top a fused score of ``1 - weight``: a threshold above
+that can cut it, whatever the weight.) Each kept hit's explanation carries ``relevance`` (p)
+beside its ``selector`` score (the fused one).
 
 Every scoring call is metered under ``relevance``: prompt tokens, and the tokens evaluated
 (the rest came from the cache). Fallback (counted under ``relevance``): when any call fails,
