@@ -33,7 +33,7 @@ from tiermem.service.routes import JSONBody, Service, api_router
 logger = logging.getLogger(__name__)
 
 READY_PROBE = "readyz"  # a user id no tenant's can equal (those hold "tenant:")
-_PROTOCOL = {404: "not_found", 405: "method_not_allowed"}
+_PROTOCOL = {400: "invalid_request", 404: "not_found", 405: "method_not_allowed"}
 
 
 def create_app(

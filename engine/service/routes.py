@@ -52,6 +52,18 @@ class Service:
     config: ServiceConfig
 
 
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": wire.ErrorBody, "description": what}
+    for status, what in (
+        (401, "no API key, or an unknown one"),
+        (403, "a service-wide operation with a key that is not an admin's"),
+        (404, "no such memory for this user (another tenant's memory is not found either)"),
+        (409, "the service's configuration does not allow it (e.g. LTM is off)"),
+        (413, "the body is over the service's limit"),
+        (422, "the input is invalid: the same typed error Memory raises"),
+        (503, "overloaded (Retry-After), shutting down, or a store is down"),
+    )
+}
 _bearer = HTTPBearer(auto_error=False, description="an API key from `tiermem keys add`")
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 
@@ -89,7 +101,7 @@ def api_router(service: Service) -> APIRouter:
     def query_text(text: str) -> None:
         validate_text(text, limit=limits.max_query_chars)
 
-    router = APIRouter(prefix="/v1", default_response_class=JSONBody)
+    router = APIRouter(prefix="/v1", default_response_class=JSONBody, responses=ERRORS)
 
     @router.post("/memories", response_model=AddResult, tags=["memories"])
     def add(body: wire.AddRequest, request: Request, caller: Caller) -> Response:

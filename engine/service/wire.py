@@ -105,6 +105,18 @@ class ConsolidateRequest(_Body):
     user_id: str | None = None
 
 
+class ErrorDetail(BaseModel):
+    code: str = Field(description="stable: tiermem.service.codes lists every code")
+    message: str
+    detail: dict[str, Any] = Field(description="the error's attributes (memory_id, ...)")
+
+
+class ErrorBody(BaseModel):
+    """Every error the service answers."""
+
+    error: ErrorDetail
+
+
 # -- results ------------------------------------------------------------------------------
 @cache
 def _adapter(kind: Any) -> TypeAdapter[Any]:
