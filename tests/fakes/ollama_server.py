@@ -208,3 +208,19 @@ def serving(
         yield server
     finally:
         server.stop()
+
+
+def as_role_request(request: SLMRequest) -> SLMRequest:
+    """``request`` with its role as the task: the server cannot see the task, but each role's
+    schema tells it apart."""
+    properties = request.json_schema.get("properties", {})
+    task = (
+        "writer"
+        if "entries" in properties
+        else "controller"
+        if "queries" in properties
+        else "selector"
+        if "supporting" in properties
+        else "generator"
+    )
+    return SLMRequest(task, request.messages, request.json_schema, request.max_tokens)

@@ -13,7 +13,7 @@ from tiermem.slm.ollama_backend import OllamaBackend
 from tiermem.slm.scripted import ScriptedBackend
 
 from tests.conftest import T0, chat, config_for
-from tests.fakes.ollama_server import serving
+from tests.fakes.ollama_server import as_role_request, serving
 from tests.slm.conftest import Script, entry, plan
 
 TAG = "llama3.2:1b-instruct-q4_K_M"
@@ -84,18 +84,7 @@ def test_whole_online_path_over_the_ollama_protocol(tmp_path: object) -> None:
     script.queue("generator", {"answer": "On 9 October."})
 
     def by_task(request: SLMRequest) -> object:
-        # The server cannot see the task; the schema tells the roles apart.
-        properties = request.json_schema.get("properties", {})
-        task = (
-            "writer"
-            if "entries" in properties
-            else "controller"
-            if "queries" in properties
-            else "selector"
-            if "supporting" in properties
-            else "generator"
-        )
-        return script(SLMRequest(task, request.messages, request.json_schema, request.max_tokens))
+        return script(as_role_request(request))
 
     with serving(ScriptedBackend(default=by_task), TAG) as server:  # type: ignore[arg-type]
         base = config_for("memory", tmp_path)  # type: ignore[arg-type]
