@@ -31,6 +31,7 @@ class ServiceConfig(BaseModel):
     max_k: int = Field(default=100, gt=0)
     max_budget_tokens: int = Field(default=16_000, gt=0)
     max_in_flight: int = Field(default=32, gt=0)
-    # SIGTERM: stop accepting, let requests in flight finish for this long, then close the
-    # memory (which itself waits for a write in flight: an acknowledged write is never lost).
-    shutdown_grace_s: float = Field(default=30.0, ge=0)
+    # SIGTERM: stop accepting, let requests in flight finish for up to this long, then close
+    # the memory (which itself waits for a write in flight: an acknowledged write is never
+    # lost; a request cut off past the grace is never acknowledged).
+    shutdown_grace_s: float = Field(default=30.0, gt=0)

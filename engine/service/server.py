@@ -95,7 +95,7 @@ def serve(
                 port=port,
                 access_log=access_log,  # off: query strings hold user ids
                 log_level="info" if access_log else "warning",
-                timeout_graceful_shutdown=int(settings.service.shutdown_grace_s) or None,
+                timeout_graceful_shutdown=max(1, round(settings.service.shutdown_grace_s)),
             )
             if announce is not None:
                 announce(f"http://{host}:{port}")
