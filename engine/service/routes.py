@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from tiermem.context import DeliveredContext
@@ -79,6 +79,9 @@ def caller_tenant(request: Request, credentials: Credentials) -> Tenant:
 
 
 Caller = Annotated[Tenant, Depends(caller_tenant)]
+UserParam = Annotated[str, Query(json_schema_extra=wire.ID_RULES)]
+SessionParam = Annotated[str | None, Query(json_schema_extra=wire.ID_RULES)]
+UserPath = Annotated[str, Path(json_schema_extra=wire.ID_RULES)]
 
 
 def api_router(service: Service) -> APIRouter:
@@ -166,20 +169,20 @@ def api_router(service: Service) -> APIRouter:
 
     @router.get("/working-memory", response_model=list[Turn], tags=["reads"])
     def working_memory(
-        request: Request, caller: Caller, user_id: str, session_id: str | None = None
+        request: Request, caller: Caller, user_id: UserParam, session_id: SessionParam = None
     ) -> Response:
         """``Memory.working_memory``: the session's STM window, oldest first."""
         user = scope(request, caller, user_id)
         return reply(user, memory.working_memory(user.stored, session_id), tuple[Turn, ...])
 
     @router.get("/memories/{memory_id:path}/history", response_model=list[AuditEvent])
-    def history(memory_id: str, request: Request, caller: Caller, user_id: str) -> Response:
+    def history(memory_id: str, request: Request, caller: Caller, user_id: UserParam) -> Response:
         """``Memory.history``: every change to one entry, oldest first."""
         user = scope(request, caller, user_id)
         return reply(user, memory.history(memory_id, user.stored), list[AuditEvent])
 
     @router.get("/memories/{memory_id:path}", response_model=MemoryEntry, tags=["memories"])
-    def get(memory_id: str, request: Request, caller: Caller, user_id: str) -> Response:
+    def get(memory_id: str, request: Request, caller: Caller, user_id: UserParam) -> Response:
         """``Memory.get``: one entry of this user (404 if this user has none such)."""
         user = scope(request, caller, user_id)
         return reply(user, memory.get(memory_id, user.stored), MemoryEntry)
@@ -188,11 +191,11 @@ def api_router(service: Service) -> APIRouter:
     def get_all(
         request: Request,
         caller: Caller,
-        user_id: str,
+        user_id: UserParam,
         since: str | None = None,
         until: str | None = None,
         kinds: Annotated[list[str] | None, Query()] = None,
-        session_id: str | None = None,
+        session_id: SessionParam = None,
         include_superseded: bool = False,
     ) -> Response:
         """``Memory.get_all``: every entry of this user matching the filters, oldest first."""
@@ -217,14 +220,14 @@ def api_router(service: Service) -> APIRouter:
         return reply(user, memory.update(memory_id, body.text, user.stored), MemoryEntry)
 
     @router.delete("/memories/{memory_id:path}", status_code=204, tags=["memories"])
-    def delete(memory_id: str, request: Request, caller: Caller, user_id: str) -> Response:
+    def delete(memory_id: str, request: Request, caller: Caller, user_id: UserParam) -> Response:
         """``Memory.delete``: remove an entry (its history keeps it until ``forget_user``)."""
         user = scope(request, caller, user_id)
         memory.delete(memory_id, user.stored)
         return Response(status_code=204)
 
     @router.delete("/users/{user_id:path}", response_model=ForgetReport, tags=["users"])
-    def forget_user(user_id: str, request: Request, caller: Caller) -> Response:
+    def forget_user(user_id: UserPath, request: Request, caller: Caller) -> Response:
         """``Memory.forget_user``: erase this user of this tenant everywhere."""
         user = scope(request, caller, user_id)
         return reply(user, memory.forget_user(user.stored), ForgetReport)

@@ -22,15 +22,34 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, fields, is_dataclass, replace
 from datetime import UTC, datetime, timedelta
 from functools import cache
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, TypeAdapter
 from tiermem.context import DEFAULT_BUDGET_TOKENS
 from tiermem.errors import InvalidFilterError, shown
 from tiermem.types import Message, SearchFilters, SearchHit
-from tiermem.validation import MessageLike
+from tiermem.validation import (
+    MAX_CONTENT_CHARS,
+    MAX_ID_LENGTH,
+    MAX_QUERY_CHARS,
+    MessageLike,
+)
 
 ISO_8601 = "an ISO 8601 time with its UTC offset, e.g. 2026-03-02T09:00:00+00:00"
+# What the schema says of ids and texts, for clients and fuzzers; the service does not enforce
+# it here, so that ``Memory``'s own checks refuse with their typed errors (InvalidUserIdError,
+# not a generic schema error). Memory also refuses format and unassigned characters.
+_EDGE = r"[^\s\x00-\x1f\x7f-\x9f]"
+ID_RULES: dict[str, Any] = {
+    "minLength": 1,
+    "maxLength": MAX_ID_LENGTH,
+    "pattern": rf"^{_EDGE}(?:[^\x00-\x1f\x7f-\x9f]*{_EDGE})?$",
+}
+QUERY_RULES: dict[str, Any] = {"minLength": 1, "maxLength": MAX_QUERY_CHARS, "pattern": r"\S"}
+TEXT_RULES: dict[str, Any] = {"minLength": 1, "maxLength": MAX_CONTENT_CHARS, "pattern": r"\S"}
+Id = Annotated[str, Field(json_schema_extra=ID_RULES)]
+QueryText = Annotated[str, Field(json_schema_extra=QUERY_RULES)]
+Text = Annotated[str, Field(json_schema_extra=TEXT_RULES)]
 
 
 class _Body(BaseModel):
@@ -40,12 +59,12 @@ class _Body(BaseModel):
 class MessageIn(_Body):
     """One message of ``add()``, as ``Memory.add`` takes a mapping."""
 
-    role: str = "user"
-    content: str
-    speaker: str | None = None
-    name: str | None = None
+    role: str = Field(default="user", description="user, assistant or system")
+    content: Text
+    speaker: Id | None = None
+    name: Id | None = None
     timestamp: str | None = Field(default=None, description=ISO_8601)
-    turn_id: str | None = None
+    turn_id: Id | None = None
 
 
 class FiltersIn(_Body):
@@ -54,55 +73,55 @@ class FiltersIn(_Body):
     since: str | None = Field(default=None, description=ISO_8601)
     until: str | None = Field(default=None, description=ISO_8601)
     kinds: list[str] = []
-    session_id: str | None = None
+    session_id: Id | None = None
     include_superseded: bool = False
 
 
 class AddRequest(_Body):
-    messages: str | list[str | MessageIn]
-    user_id: str
-    session_id: str | None = None
+    messages: Text | list[Text | MessageIn]
+    user_id: Id
+    session_id: Id | None = None
 
 
 class SearchRequest(_Body):
-    query: str
-    user_id: str
+    query: QueryText
+    user_id: Id
     k: StrictInt | None = None
     filters: FiltersIn | None = None
-    session_id: str | None = None
+    session_id: Id | None = None
 
 
 class ContextRequest(_Body):
-    query: str
-    user_id: str
+    query: QueryText
+    user_id: Id
     budget_tokens: StrictInt = DEFAULT_BUDGET_TOKENS
-    session_id: str | None = None
+    session_id: Id | None = None
     filters: FiltersIn | None = None
     k: StrictInt | None = None
     expand: StrictBool = True
 
 
 class AnswerRequest(_Body):
-    query: str
-    user_id: str
-    session_id: str | None = None
+    query: QueryText
+    user_id: Id
+    session_id: Id | None = None
     filters: FiltersIn | None = None
 
 
 class UpdateRequest(_Body):
-    text: str
-    user_id: str
+    text: Text
+    user_id: Id
 
 
 class SourceTurnsRequest(_Body):
     hits: list[SearchHit]
-    user_id: str
+    user_id: Id
 
 
 class ConsolidateRequest(_Body):
     """One user's consolidation, or (an admin key's) every user's when ``user_id`` is unset."""
 
-    user_id: str | None = None
+    user_id: Id | None = None
 
 
 class ErrorDetail(BaseModel):
