@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 _EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
@@ -76,13 +76,19 @@ class Deidentifier:
     '[PERSON] ([USER]) wrote to [EMAIL] from [PHONE]'
     >>> d.identifiers("pottery is calming")
     []
+
+    A user id scoped by ``tiermem serve`` (tenant ``acme``'s ``ana`` is ``acme:ana``) is
+    scrubbed as the text says it too:
+
+    >>> Deidentifier(user_ids=["acme:ana"]).scrub("Ana bakes; acme:ana logged it").text
+    '[USER] bakes; [USER] logged it'
     """
 
     def __init__(self, names: Iterable[str] = (), user_ids: Iterable[str] = ()) -> None:
         self._names = _alternation(
             n for n in names if n.strip().lower() not in GENERIC_SPEAKERS and len(n.strip()) > 1
         )
-        self._user_ids = _alternation(user_ids)
+        self._user_ids = _alternation(_id_forms(user_ids))
 
     def _rules(self) -> list[tuple[str, re.Pattern[str]]]:
         rules = [
@@ -123,6 +129,15 @@ class Deidentifier:
         for mark, word in NEUTRAL.items():
             text = text.replace(mark, word)
         return " ".join(text.split())
+
+
+def _id_forms(user_ids: Iterable[str]) -> Iterator[str]:
+    """Each user id, and the user's own part of a scoped one (after its last ``:``)."""
+    for uid in user_ids:
+        yield uid
+        own = uid.rpartition(":")[2]
+        if own != uid and len(own.strip()) > 1:
+            yield own
 
 
 def _alternation(words: Iterable[str]) -> re.Pattern[str] | None:
