@@ -9,8 +9,12 @@ ran (fewer when a backend reused a cached prefix, as relevance scoring does).
 from __future__ import annotations
 
 import threading
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
+
+# Latencies kept per task: the most recent calls only, so a long-running service's meter (and
+# each /metrics scrape, which copies it) stays bounded. ``latency_total_s`` sums every call.
+LATENCY_WINDOW = 4096
 
 
 @dataclass
@@ -24,7 +28,8 @@ class TaskStats:
     prompt_tokens: int = 0
     evaluated_tokens: int = 0
     completion_tokens: int = 0
-    latencies_s: list[float] = field(default_factory=list)
+    latencies_s: deque[float] = field(default_factory=lambda: deque(maxlen=LATENCY_WINDOW))
+    latency_total_s: float = 0.0
     events: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, object]:
@@ -39,6 +44,7 @@ class TaskStats:
             "evaluated_tokens": self.evaluated_tokens,
             "completion_tokens": self.completion_tokens,
             "latencies_s": list(self.latencies_s),
+            "latency_total_s": self.latency_total_s,
             "events": dict(self.events),
         }
 
@@ -77,6 +83,7 @@ class Meter:
             )
             stats.completion_tokens += completion_tokens
             stats.latencies_s.append(latency_s)
+            stats.latency_total_s += latency_s
             if ok:
                 stats.ok += 1
             elif failure == "timeout":
