@@ -99,3 +99,10 @@ class NextTokenScorer(Protocol):
     def model(self) -> str: ...
 
     def score_next_token(self, request: ScoreRequest) -> TokenScores: ...
+
+
+@runtime_checkable
+class BatchNextTokenScorer(NextTokenScorer, Protocol):
+    """A scorer that takes many requests at once (the candidates of one query), in order."""
+
+    def score_next_tokens(self, requests: Sequence[ScoreRequest]) -> list[TokenScores]: ...

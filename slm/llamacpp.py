@@ -14,6 +14,8 @@ reads the weights instead of mapping them, so that context's memory is its own.
 ``score_next_token`` scores the first answer token instead of generating it, and keeps the
 context's KV cache between calls: the candidates of one query share the prompt up to the
 memory, and only what follows the longest common prefix with the previous call is evaluated.
+``score_next_tokens`` scores a query's candidates in one batch (``llamacpp_batch``), faster on
+CPU than one call each.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterator
+import weakref
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,7 @@ from typing import Any
 import numpy as np
 from tiermem.errors import ConfigError, SLMTimeout, SLMUnavailable
 from tiermem.slm.base import ONLINE, ScoreRequest, SLMRequest, SLMResponse, TokenScores
+from tiermem.slm.llamacpp_batch import BatchScorer
 from tiermem.slm.scoring import spells
 
 _MODELS: dict[tuple[str, int, int | None, str, str, float], tuple[Any, threading.Lock]] = {}
@@ -256,10 +260,9 @@ class LlamaCppBackend:
         answer token's distribution. One evaluation runs to its end: a call that overran its
         budget is refused after it returns (``score_task``)."""
         llama, lock = self._load()
-        messages = [{"role": m.role, "content": m.content} for m in request.messages]
         with lock:
             try:
-                tokens = chat_tokens(llama, messages)
+                tokens = chat_tokens(llama, _messages(request))
                 choice_ids = choice_token_ids(llama, request.choices)
                 if not tokens:
                     raise ValueError("the prompt has no tokens")
@@ -270,17 +273,47 @@ class LlamaCppBackend:
             except (ValueError, RuntimeError) as exc:  # RuntimeError: llama_decode failed
                 llama.reset()  # what the cache holds is unknown now; the next call starts over
                 raise SLMUnavailable(request.task, str(exc)) from exc
-        total = logsumexp_array(logits)
-        logprobs = {
-            choice: logsumexp_array(logits[ids]) - total for choice, ids in choice_ids.items()
-        }
-        return TokenScores(logprobs, len(tokens), evaluated, self.model)
+        return TokenScores(logprobs_of(logits, choice_ids), len(tokens), evaluated, self.model)
+
+    def score_next_tokens(self, requests: Sequence[ScoreRequest]) -> list[TokenScores]:
+        """``score_next_token`` for each request, all in one batch on a scoring context of
+        their own (``llamacpp_batch``): the prefix they share is evaluated once, and each
+        request's remainder beside the others'. The first result counts the prefix's tokens
+        as evaluated, the others only their own."""
+        if not requests:
+            return []
+        llama, lock = self._load()
+        with lock:
+            try:
+                prompts = [chat_tokens(llama, _messages(r)) for r in requests]
+                choice_ids = [choice_token_ids(llama, r.choices) for r in requests]
+                scored = self._batch_scorer(llama).score(prompts)
+            except (ValueError, RuntimeError) as exc:
+                raise SLMUnavailable(requests[0].task, str(exc)) from exc
+        return [
+            TokenScores(logprobs_of(one.logits, ids), len(prompt), one.evaluated, self.model)
+            for one, ids, prompt in zip(scored, choice_ids, prompts, strict=True)
+        ]
+
+    def _batch_scorer(self, llama: Any) -> BatchScorer:
+        scorer = _BATCH_SCORERS.get(llama)
+        if scorer is None:
+            scorer = _BATCH_SCORERS[llama] = BatchScorer(llama, self._n_ctx)
+        return scorer
 
     def close(self) -> None:
         return None  # contexts are shared per process and pool
 
 
 _FORMATTERS: dict[str, Any] = {}
+# one batch scorer per loaded context, gone with it
+_BATCH_SCORERS: weakref.WeakKeyDictionary[Any, BatchScorer] = weakref.WeakKeyDictionary()
+
+
+def _messages(request: ScoreRequest) -> list[dict[str, str]]:
+    return [{"role": m.role, "content": m.content} for m in request.messages]
+
+
 _CHOICE_IDS: dict[tuple[str, tuple[str, ...]], dict[str, list[int]]] = {}
 
 
@@ -366,6 +399,12 @@ def last_logits(llama: Any) -> Any:
 
     pointer = llama_get_logits_ith(llama.ctx, -1)
     return np.ctypeslib.as_array(pointer, shape=(llama.n_vocab(),)).astype(np.float64)
+
+
+def logprobs_of(logits: Any, choice_ids: dict[str, list[int]]) -> dict[str, float]:
+    """Each choice's log-probability: the softmax mass of the tokens that spell it."""
+    total = logsumexp_array(logits)
+    return {choice: logsumexp_array(logits[ids]) - total for choice, ids in choice_ids.items()}
 
 
 def logsumexp_array(values: Any) -> float:

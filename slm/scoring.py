@@ -2,7 +2,8 @@
 
 ``score_task`` is to ``NextTokenScorer.score_next_token`` what ``run_task`` is to
 ``complete``: one metered call within a time budget that returns valid scores or raises
-``SLMError``. The pure helpers turn what backends see into choice log-probabilities.
+``SLMError``; ``score_batch_task`` does the same for a batch of them. The pure helpers turn
+what backends see into choice log-probabilities.
 
 >>> top = [(" Yes", -0.2), ("yes", -2.0), ("No", -1.9)]
 >>> logprobs, floored = choice_logprobs(top, ("yes", "no", "maybe"))
@@ -16,10 +17,10 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from tiermem.errors import SLMError, SLMOutputInvalid, SLMTimeout
-from tiermem.slm.base import NextTokenScorer, ScoreRequest, TokenScores
+from tiermem.slm.base import BatchNextTokenScorer, NextTokenScorer, ScoreRequest, TokenScores
 from tiermem.slm.meter import Meter
 
 # A log-probability a little above zero is rounding (servers send float32), not an error.
@@ -95,45 +96,66 @@ def check_scores(request: ScoreRequest, scores: TokenScores) -> None:
 def score_task(backend: NextTokenScorer, request: ScoreRequest, meter: Meter) -> TokenScores:
     """One metered scoring call (under ``request.task``); raises ``SLMError`` on failure, an
     answer later than ``request.timeout_s`` included."""
+    return _metered(lambda: [backend.score_next_token(request)], [request], meter)[0]
+
+
+def score_batch_task(
+    backend: BatchNextTokenScorer, requests: Sequence[ScoreRequest], meter: Meter
+) -> list[TokenScores]:
+    """The requests (of one task) in one call, which must answer within the first request's
+    ``timeout_s``. Each is metered as a call of its own, with an equal share of the latency,
+    so a batched query and one call per candidate meter alike."""
+    if not requests:
+        return []
+    return _metered(lambda: backend.score_next_tokens(requests), requests, meter)
+
+
+def _metered(
+    call: Callable[[], list[TokenScores]], requests: Sequence[ScoreRequest], meter: Meter
+) -> list[TokenScores]:
+    task, budget = requests[0].task, requests[0].timeout_s
     started = time.perf_counter()
     try:
-        scores = backend.score_next_token(request)
+        results = call()
     except SLMError as exc:
         timed_out = isinstance(exc, SLMTimeout)
         latency = time.perf_counter() - started
-        meter.record_no_answer(request.task, timed_out=timed_out, latency_s=latency)
+        meter.record_no_answer(task, timed_out=timed_out, latency_s=latency)
         raise
     latency = time.perf_counter() - started
-    failure: str | None = None
+    if len(results) != len(requests):
+        meter.record_call(task, ok=False, prompt_tokens=0, completion_tokens=0, latency_s=latency)
+        raise SLMOutputInvalid(task, "", f"{len(results)} scores for {len(requests)} requests")
     error: SLMError | None = None
-    if latency > request.timeout_s:
-        failure = "timeout"
-        error = SLMTimeout(
-            request.task, f"scored after {latency:.1f} s, budget {request.timeout_s:.1f} s"
+    late = SLMTimeout(task, f"scored after {latency:.1f} s, budget {budget:.1f} s")
+    for request, scores in zip(requests, results, strict=True):
+        failure: str | None = None
+        if latency > budget:
+            failure, error = "timeout", late
+        else:
+            try:
+                check_scores(request, scores)
+            except SLMOutputInvalid as exc:
+                failure, error = "invalid", error or exc
+        meter.record_call(
+            task,
+            ok=failure is None,
+            prompt_tokens=scores.prompt_tokens,
+            completion_tokens=0,
+            latency_s=latency / len(requests),
+            failure=failure,
+            evaluated_tokens=scores.evaluated_tokens,
         )
-    else:
-        try:
-            check_scores(request, scores)
-        except SLMOutputInvalid as exc:
-            failure, error = "invalid", exc
-    meter.record_call(
-        request.task,
-        ok=failure is None,
-        prompt_tokens=scores.prompt_tokens,
-        completion_tokens=0,
-        latency_s=latency,
-        failure=failure,
-        evaluated_tokens=scores.evaluated_tokens,
-    )
     if error is not None:
         raise error
-    return scores
+    return results
 
 
 __all__ = [
     "check_scores",
     "choice_logprobs",
     "logsumexp",
+    "score_batch_task",
     "score_task",
     "spells",
     "yes_probability",

@@ -31,7 +31,7 @@ import json
 import math
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from tiermem.errors import SLMUnavailable
@@ -122,3 +122,19 @@ class ScriptedBackend:
 
     def close(self) -> None:
         return None
+
+
+class BatchScriptedBackend(ScriptedBackend):
+    """The scripted backend that also scores batches, as llama.cpp in-process does: each
+    request is scored as ``score_next_token`` would, and ``batches`` records the batch sizes."""
+
+    name = "scripted-batch"
+
+    def __init__(self, outputs: Iterable[ScriptItem] = (), **kwargs: Any) -> None:
+        super().__init__(outputs, **kwargs)
+        self.batches: list[int] = []
+
+    def score_next_tokens(self, requests: Sequence[ScoreRequest]) -> list[TokenScores]:
+        with self._lock:
+            self.batches.append(len(requests))
+        return [self.score_next_token(r) for r in requests]

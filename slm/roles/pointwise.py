@@ -2,9 +2,10 @@
 
 Each candidate is scored on its own (``prompts/relevance.py``): p = P(yes) / (P(yes) + P(no))
 from the first answer token's log-probabilities, never generated. The question is the first
-query of the plan, which is the user's own (the controller keeps it first). Candidates are
-scored in first-stage order, so a backend that keeps its KV cache (llama.cpp) evaluates the
-shared prompt once per query and only each memory after it.
+query of the plan, which is the user's own (the controller keeps it first). A backend that
+scores batches (llama.cpp in-process) gets a query's candidates in one call and evaluates the
+prompt they share once; the others get one call per candidate, in first-stage order, the
+shared prompt left to their cache (Ollama's, a vLLM server's prefix cache).
 
 p is fused with the first-stage rank (``tiermem.ranking.fuse_relevance``): a weak model moves
 a candidate at most ``weight`` away from where rank fusion put it. The kept candidates are those
@@ -14,10 +15,11 @@ inverted model leaves the first-stage top a fused score of ``1 - weight``: a thr
 that can cut it, whatever the weight.) Each kept hit's explanation carries ``relevance`` (p)
 beside its ``selector`` score (the fused one).
 
-Every scoring call is metered under ``relevance``: prompt tokens, and the tokens evaluated
-(the rest came from the cache). Fallback (counted under ``relevance``): when any call fails,
-times out, or the query's time budget (the role's ``timeout_s``) runs out, the first ``k``
-candidates in fused first-stage order, as the listwise selector does.
+Every candidate's scoring is metered under ``relevance`` as one call (a batch's latency shared
+equally): prompt tokens, and the tokens evaluated (the rest came from a cache). Fallback
+(counted under ``relevance``): when any call fails, times out, or the query's time budget (the
+role's ``timeout_s``) runs out, the first ``k`` candidates in fused first-stage order, as the
+listwise selector does.
 """
 
 from __future__ import annotations
@@ -30,11 +32,11 @@ from tiermem.errors import ConfigError, SLMError, SLMTimeout
 from tiermem.ranking import FusedRelevance, fuse_relevance, keep_adaptive
 from tiermem.render import render_memory
 from tiermem.roles.plan import Candidate, Selection
-from tiermem.slm.base import NextTokenScorer, ScoreRequest
+from tiermem.slm.base import BatchNextTokenScorer, NextTokenScorer, ScoreRequest, TokenScores
 from tiermem.slm.prompts import relevance as prompt
 from tiermem.slm.roles.common import Role, RoleRuntime
 from tiermem.slm.roles.selector import first_stage_fallback
-from tiermem.slm.scoring import score_task, yes_probability
+from tiermem.slm.scoring import score_batch_task, score_task, yes_probability
 
 TASK = "relevance"  # the meter's key for the scoring calls and the fallbacks
 MAX_CANDIDATES = 64
@@ -83,23 +85,36 @@ class PointwiseSelector(Role):
         """Every candidate's fused relevance to ``question``, in first-stage order (what a
         tune split calibrates the threshold on). Raises ``SLMError`` when a call fails or the
         role's time budget runs out."""
-        deadline = time.monotonic() + self._rt.timeout_s
-        probabilities: list[float] = []
-        for candidate in candidates:
+        budget = self._rt.timeout_s
+        requests = [
+            ScoreRequest(
+                TASK,
+                prompt.build_messages(prompt.RelevanceInput(question, render_memory(c.item))),
+                (prompt.YES, prompt.NO),
+                budget,
+            )
+            for c in candidates
+        ]
+        if isinstance(self._scorer, BatchNextTokenScorer):
+            results = score_batch_task(self._scorer, requests, self._rt.meter)
+        else:
+            results = self._one_by_one(requests, time.monotonic() + budget)
+        probabilities = [yes_probability(r.logprobs, prompt.YES, prompt.NO) for r in results]
+        return fuse_relevance(probabilities, self._settings.weight, explain=True)
+
+    def _one_by_one(self, requests: Sequence[ScoreRequest], deadline: float) -> list[TokenScores]:
+        results: list[TokenScores] = []
+        for request in requests:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise SLMTimeout(
                     TASK,
-                    f"{len(probabilities)} of {len(candidates)} candidates scored "
+                    f"{len(results)} of {len(requests)} candidates scored "
                     f"within {self._rt.timeout_s} s",
                 )
-            inp = prompt.RelevanceInput(question, render_memory(candidate.item))
-            request = ScoreRequest(
-                TASK, prompt.build_messages(inp), (prompt.YES, prompt.NO), remaining
-            )
-            scores = score_task(self._scorer, request, self._rt.meter)
-            probabilities.append(yes_probability(scores.logprobs, prompt.YES, prompt.NO))
-        return fuse_relevance(probabilities, self._settings.weight, explain=True)
+            scored = score_task(self._scorer, replace(request, timeout_s=remaining), self._rt.meter)
+            results.append(scored)
+        return results
 
     def select(self, queries: Sequence[str], candidates: Sequence[Candidate], k: int) -> Selection:
         if not candidates or not queries:

@@ -29,7 +29,7 @@ from tiermem.slm.registry import registered_backend
 from tiermem.slm.roles.common import RoleRuntime
 from tiermem.slm.roles.pointwise import TASK, PointwiseSelector, PointwiseSettings
 from tiermem.slm.roles.selector import SLMSelector
-from tiermem.slm.scripted import ScriptedBackend
+from tiermem.slm.scripted import BatchScriptedBackend, ScriptedBackend
 from tiermem.types import MemoryEntry, MemoryKind
 
 from tests.conftest import T0, chat
@@ -61,6 +61,12 @@ def _scores(p: Callable[[int], float]) -> Callable[[ScoreRequest], Mapping[str, 
     return score
 
 
+@pytest.fixture(params=["one-by-one", "batch"])
+def backend(request: pytest.FixtureRequest) -> ScriptedBackend:
+    """The scripted scorer, called once per candidate or (as llama.cpp is) once per query."""
+    return BatchScriptedBackend() if request.param == "batch" else ScriptedBackend()
+
+
 def _selector(
     backend: ScriptedBackend,
     weight: float = 0.3,
@@ -77,8 +83,7 @@ def _kept(selection_kept: Sequence[tuple[Candidate, float]]) -> list[int]:
     return [int(c.id[1:]) for c, _ in selection_kept]
 
 
-def test_keeps_at_most_k_ranked_by_the_models_probability() -> None:
-    backend = ScriptedBackend()
+def test_keeps_at_most_k_ranked_by_the_models_probability(backend: ScriptedBackend) -> None:
     relevant = {2: 0.9, 5: 0.8, 6: 0.7}
     backend.score_with(_scores(lambda i: relevant.get(i, 0.05)))
     selector, _ = _selector(backend, weight=1.0)
@@ -94,9 +99,8 @@ def test_keeps_at_most_k_ranked_by_the_models_probability() -> None:
     assert backend.requests == []  # scored, never generated
 
 
-def test_the_probability_is_yes_against_no_only() -> None:
+def test_the_probability_is_yes_against_no_only(backend: ScriptedBackend) -> None:
     """Mass on other tokens does not count: 0.2 yes / 0.2 no is a coin flip, not a no."""
-    backend = ScriptedBackend()
     coin_flip, sure_no = {"yes": 0.2, "no": 0.2}, {"yes": 0.1, "no": 0.9}
     backend.score_with(lambda r: coin_flip if _memory_number(r) == 2 else sure_no)
     selector, _ = _selector(backend)
@@ -104,10 +108,9 @@ def test_the_probability_is_yes_against_no_only() -> None:
     assert [f.probability for f in fused] == pytest.approx([0.1, 0.5, 0.1])
 
 
-def test_threshold_gives_an_adaptive_k() -> None:
+def test_threshold_gives_an_adaptive_k(backend: ScriptedBackend) -> None:
     """An easy question (one memory the model is sure of) delivers one; a broad one more;
     never fewer than ``min_keep``, never more than ``k``."""
-    backend = ScriptedBackend()
     selector, _ = _selector(backend, weight=0.5, threshold=0.6)
     backend.score_with(_scores(lambda i: 0.95 if i == 3 else 0.02))
     assert _kept(selector.select([QUESTION], _candidates(10), k=5).kept) == [3]
@@ -123,10 +126,9 @@ def test_threshold_gives_an_adaptive_k() -> None:
 
 @pytest.mark.parametrize(("k", "multiplier"), [(1, 2), (3, 2), (5, 2), (10, 2), (4, 3), (5, 4)])
 def test_an_inverted_model_cannot_push_out_the_first_stage_top_at_the_safe_weight(
-    k: int, multiplier: int
+    k: int, multiplier: int, backend: ScriptedBackend
 ) -> None:
     pool = k * multiplier
-    backend = ScriptedBackend()
     backend.score_with(_scores(lambda i: 0.0 if i == 1 else 1.0))  # exactly wrong
     safe = safe_relevance_weight(pool, k)
     at_bound, _ = _selector(backend, weight=safe)
@@ -136,8 +138,7 @@ def test_an_inverted_model_cannot_push_out_the_first_stage_top_at_the_safe_weigh
     assert 1 not in _kept(beyond.select([QUESTION], _candidates(pool), k=k).kept)
 
 
-def test_weight_zero_is_rank_fusion() -> None:
-    backend = ScriptedBackend()
+def test_weight_zero_is_rank_fusion(backend: ScriptedBackend) -> None:
     backend.score_with(_scores(lambda i: random.Random(i).random()))
     selector, _ = _selector(backend, weight=0.0)
     assert _kept(selector.select([QUESTION], _candidates(10), k=5).kept) == [1, 2, 3, 4, 5]
@@ -149,9 +150,8 @@ def test_weight_zero_is_rank_fusion() -> None:
     ids=["unavailable", "timeout"],
 )
 def test_a_failed_call_falls_back_to_first_stage_order_and_is_counted(
-    failure: Exception,
+    failure: Exception, backend: ScriptedBackend
 ) -> None:
-    backend = ScriptedBackend()
 
     def fails_on_the_third(request: ScoreRequest) -> Mapping[str, float]:
         if _memory_number(request) == 3:
@@ -167,21 +167,23 @@ def test_a_failed_call_falls_back_to_first_stage_order_and_is_counted(
     assert [s for _, s in selection.kept] == [c.fused for c in candidates[:4]]
     stats = meter.snapshot()[TASK]
     assert stats["fallbacks"] == 1
-    assert (stats["calls"], stats["ok"]) == (3, 2)
+    # one call per candidate up to the failed third; or one batch that failed
+    batch = isinstance(backend, BatchScriptedBackend)
+    assert (stats["calls"], stats["ok"]) == ((1, 0) if batch else (3, 2))
     assert stats["unavailable" if isinstance(failure, SLMUnavailable) else "timeouts"] == 1
 
 
-def test_scores_missing_a_choice_are_invalid_and_fall_back() -> None:
-    backend = ScriptedBackend()
+def test_scores_missing_a_choice_are_invalid_and_fall_back(backend: ScriptedBackend) -> None:
     backend.score_with({"yes": 0.4})
     selector, meter = _selector(backend)
     assert selector.select([QUESTION], _candidates(3), k=2).source == "fallback"
     stats = meter.snapshot()[TASK]
-    assert (stats["invalid"], stats["fallbacks"]) == (1, 1)
+    # the first invalid score stops one-by-one calls; a batch's scores are all checked
+    invalid = 3 if isinstance(backend, BatchScriptedBackend) else 1
+    assert (stats["invalid"], stats["fallbacks"]) == (invalid, 1)
 
 
-def test_the_time_budget_covers_the_whole_query() -> None:
-    backend = ScriptedBackend()
+def test_the_time_budget_covers_the_whole_query(backend: ScriptedBackend) -> None:
 
     def slow(request: ScoreRequest) -> Mapping[str, float]:
         time.sleep(0.05)
@@ -191,14 +193,17 @@ def test_the_time_budget_covers_the_whole_query() -> None:
     selector, meter = _selector(backend, timeout_s=0.12)
     selection = selector.select([QUESTION], _candidates(20), k=5)
     assert selection.source == "fallback"
-    assert len(backend.score_requests) < 20  # it stopped asking once the budget was spent
-    assert meter.snapshot()[TASK]["fallbacks"] == 1
+    stats = meter.snapshot()[TASK]
+    assert stats["fallbacks"] == 1
+    if isinstance(backend, BatchScriptedBackend):  # one late batch: every candidate timed out
+        assert (backend.batches, stats["timeouts"]) == ([20], 20)
+    else:  # it stopped asking once the budget was spent
+        assert len(backend.score_requests) < 20
 
 
-def test_the_meter_counts_prompt_tokens_and_the_fewer_evaluated() -> None:
+def test_the_meter_counts_prompt_tokens_and_the_fewer_evaluated(backend: ScriptedBackend) -> None:
     """The scripted backend, like llama.cpp, evaluates only what follows the prefix shared with
     the previous call: the question is evaluated once per query."""
-    backend = ScriptedBackend()
     backend.score_with({"yes": 0.5, "no": 0.5})
     selector, meter = _selector(backend)
     selector.select([QUESTION], _candidates(10), k=5)
@@ -210,6 +215,8 @@ def test_the_meter_counts_prompt_tokens_and_the_fewer_evaluated() -> None:
     # the first prompt whole, then only the word that differs (the memory's number)
     assert evaluated == prompt // 10 + 9
     assert stats["completion_tokens"] == 0
+    if isinstance(backend, BatchScriptedBackend):
+        assert backend.batches == [10]  # the query's candidates in one call
 
 
 def test_a_backend_that_cannot_score_is_refused_when_built() -> None:
