@@ -155,8 +155,17 @@ def _selector(args: argparse.Namespace, console: Console) -> None:
     with Progress(*columns, console=console) as progress:
         task = progress.add_task("training", total=None)
 
+        recent: list[float] = []
+
         def step(done: int, total: int, loss: float) -> None:
             progress.update(task, completed=done, total=total, description=f"loss {loss:.3f}")
+            recent.append(loss)
+            if not console.is_terminal and done % settings.checkpoint_every == 0:
+                # a log file gets a line per checkpoint (the bar is drawn only on a terminal)
+                seconds = progress.tasks[0].elapsed or 0.0
+                mean = sum(recent) / len(recent)
+                console.print(f"step {done}/{total} mean loss {mean:.3f} {seconds:.0f} s")
+                recent.clear()
 
         config = TrainConfig(args.dataset, args.base, out, settings, args.resume)
         result = train_selector(config, step)

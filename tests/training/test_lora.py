@@ -183,14 +183,16 @@ def test_the_cli_trains_and_writes_the_gguf_lora_and_a_modelfile(
     code = main(
         ["train", "selector", "--dataset", str(tiny["dataset"]), "--base", str(tiny["base"]),
          "--out", str(out), "--rank", "2", "--batch-size", "4", "--max-examples", "all",
-         "--precision", "float32"]
+         "--precision", "float32", "--checkpoint-every", "1"]
     )  # fmt: skip
     assert code == 0, capsys.readouterr().out
     modelfile = (out / "Modelfile").read_text()
     assert f"ADAPTER {out / 'adapter.gguf'}" in modelfile
     assert "FROM llama3.2:1b-instruct-q4_K_M" in modelfile  # a Hugging Face base: the deploy one
     assert (out / "adapter.gguf").read_bytes()[:4] == b"GGUF"
-    assert "1 steps on 4 examples" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "1 steps on 4 examples" in printed
+    assert "step 1/1 mean loss" in printed  # a log file sees the progress
 
 
 @pytest.mark.parametrize(
