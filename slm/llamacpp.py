@@ -199,7 +199,7 @@ class LlamaCppBackend:
         lora_scale: float = 1.0,
     ) -> None:
         self._path = model_path
-        self._lora_path = lora_path
+        self._lora_path = lora_path.expanduser() if lora_path is not None else None
         self._lora_scale = lora_scale
         self._allow_amx = allow_amx
         self._n_ctx = n_ctx

@@ -157,3 +157,15 @@ def test_a_lora_adapter_is_its_own_context_and_a_missing_one_is_named(
     missing = plain.model_copy(update={"lora_path": tmp_path / "none.gguf"})
     with pytest.raises(ConfigError, match=r"LoRA adapter file .*none\.gguf does not exist"):
         build_backend(missing, tmp_path).complete(request)
+
+
+def test_a_lora_path_under_home_is_expanded(
+    tmp_path: Path, gguf: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``lora_path = "~/..."`` in a TOML file names the adapter under the user's home."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "adapter.gguf").write_bytes(b"GGUF")
+    config = BackendConfig(kind="llamacpp", model=str(gguf), lora_path=Path("~/adapter.gguf"))
+    request = SLMRequest("writer", [ChatMessage("user", "Turns:")], {}, 64)
+    assert build_backend(config, tmp_path).complete(request).text
+    assert FakeLlama.built[-1].kwargs["lora_path"] == str(tmp_path / "adapter.gguf")
