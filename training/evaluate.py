@@ -293,6 +293,8 @@ def run(cfg: SelectorEvalConfig, console: Console) -> dict[str, Any]:
     samples, _ = load_locomo(cfg.data)
     tests = split_samples(samples, cfg.split)
     cfg.out.mkdir(parents=True, exist_ok=True)
+    rows_path = cfg.out / "rows.jsonl"
+    rows_path.write_text("", encoding="utf-8")
     variants = _Variants(cfg, names)
     rows: list[Row] = []
     try:
@@ -302,8 +304,11 @@ def run(cfg: SelectorEvalConfig, console: Console) -> dict[str, Any]:
                 for index, question in _questions(sample, cfg.questions):
                     pool = candidate_pool(c, sample.sample_id, question.question, cfg.k)
                     for name in names:
-                        rows.append(_row(variants, name, c, sample, index, question, pool, cfg))
-                    console.print(f"{sample.sample_id} q{index}: {len(rows)} rows", end="\r")
+                        row = _row(variants, name, c, sample, index, question, pool, cfg)
+                        rows.append(row)
+                        with rows_path.open("a", encoding="utf-8") as f:  # kept if stopped
+                            f.write(json.dumps(asdict(row)) + "\n")
+                    console.print(f"{sample.sample_id} q{index}: {len(rows)} rows")
     finally:
         variants.close()
     summary = summarise(rows, cfg.budgets)
@@ -312,9 +317,6 @@ def run(cfg: SelectorEvalConfig, console: Console) -> dict[str, Any]:
         "thresholds": thresholds,
         "summary": summary,
     }
-    (cfg.out / "rows.jsonl").write_text(
-        "".join(json.dumps(asdict(r)) + "\n" for r in rows), encoding="utf-8"
-    )
     (cfg.out / "summary.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
     console.print(_table(summary, cfg))
     if thresholds:
