@@ -44,7 +44,9 @@ def add_train_parser(commands: Any) -> None:
     sel.add_argument("--target-modules", default=",".join(DEFAULTS.target_modules))
     sel.add_argument("--lr", type=float, default=DEFAULTS.learning_rate, help="learning rate")
     sel.add_argument("--epochs", type=int, default=DEFAULTS.epochs)
-    sel.add_argument("--batch-size", type=int, default=DEFAULTS.batch_size)
+    sel.add_argument(
+        "--batch-size", type=int, default=DEFAULTS.batch_size, help="questions per step"
+    )
     sel.add_argument(
         "--max-examples", default=str(DEFAULTS.max_examples), help="a seeded sample, or 'all'"
     )

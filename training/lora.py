@@ -4,15 +4,12 @@ Each example is the selector's prompt (:mod:`tiermem.slm.prompts.relevance`) in 
 chat template with the assistant turn opened, exactly what a backend sends; the model is taught
 the first token of ``yes`` or ``no`` there, which is where the serving side reads P("yes").
 Only that position's logits are computed (the decoder's last hidden state of each sequence
-through the output head), so a 150k-token vocabulary costs one row per example.
+through the output head), so a 150k-token vocabulary costs one row per example. A step is one
+question's candidates (``batch_size`` questions), their shared prompt evaluated once
+(:mod:`tiermem.training.batches`).
 
-Defaults (measured on this 2-core machine, Qwen2.5-Coder-0.5B dequantised, prompts of ~150
-tokens, another process busy beside it): about 0.6-0.9 s per example in bfloat16 autocast and
-1.2 s in float32; 2,000 examples in batches of 4 (500 steps) take 25-35 minutes.
-
->>> order = batch_order([9, 3, 8, 2, 7], 2, seed=0, epoch=0)
->>> sorted(i for batch in order for i in batch), sorted(len(b) for b in order)
-([0, 1, 2, 3, 4], [1, 2, 2])
+>>> warmup_then_linear(torch.optim.SGD([torch.zeros(1)], lr=1.0), 10, 0.2).get_last_lr()
+[0.5]
 """
 
 from __future__ import annotations
@@ -20,10 +17,8 @@ from __future__ import annotations
 import json
 import logging
 import math
-import random
 import time
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,13 +28,22 @@ from tiermem.slm.cpu import cpu_flags
 from tiermem.slm.prompts import relevance
 from tiermem.training import TrainingInputError, checkpoint, train_dependency
 from tiermem.training.base import BaseModel, resolve_base
+from tiermem.training.batches import (
+    Group,
+    answer_logits,
+    answer_token,
+    encode_group,
+    group_logits,
+    group_order,
+    question_groups,
+    sample_groups,
+)
 from tiermem.training.dataset import Example, read_examples
 from tiermem.training.settings import DEFAULT_TARGETS, LoraSettings
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_ADAPTERS = Path("~/.cache/tiermem/adapters")
-BUCKET = 16  # batches per window of length grouping
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,12 +74,6 @@ class TrainResult:
     model: Any = field(repr=False, compare=False)
 
 
-@dataclass(frozen=True, slots=True)
-class Encoded:
-    input_ids: list[int]
-    label: int  # the answer's first token
-
-
 def default_out(base: str) -> Path:
     """``~/.cache/tiermem/adapters/selector-<base>-<prompt version>``."""
     name = Path(base).stem if base.endswith(".gguf") else Path(base).name
@@ -89,8 +87,11 @@ def pick_device(name: str) -> str:
 
 
 def pick_precision(precision: str, device: str) -> str:
-    """``auto``: bfloat16 autocast where the hardware has it (a recent GPU; a CPU with
-    AVX-512 BF16 or AMX), float32 elsewhere."""
+    """The dtype the base's frozen weights are held in (the adapter's stay float32).
+    ``auto``: bfloat16 where the hardware computes it (a recent GPU; a CPU with AVX-512 BF16
+    or AMX), float32 elsewhere. Held, not autocast: autocast casts every frozen weight again at
+    each use: profiled on one question of qwen0.5b on this (busy) 2-core machine, a step took
+    44.9 s autocast and 2.8 s held."""
     if precision != "auto":
         return precision
     if device.startswith("cuda"):
@@ -99,81 +100,13 @@ def pick_precision(precision: str, device: str) -> str:
     return "bfloat16" if device == "cpu" and native else "float32"
 
 
-def sample_examples(examples: Sequence[Example], limit: int | None, seed: int) -> list[Example]:
-    """A seeded sample of ``limit`` examples (all when ``limit`` is ``None`` or larger)."""
-    if limit is None or limit >= len(examples):
-        return list(examples)
-    picked = sorted(random.Random(seed).sample(range(len(examples)), limit))
-    return [examples[i] for i in picked]
-
-
-def prompt_text(tokenizer: Any, example: Example) -> str:
-    """The example's messages in the base's chat template, the assistant turn opened."""
-    messages = [{"role": m.role, "content": m.content} for m in example.messages]
-    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    return str(text)
-
-
-def answer_token(tokenizer: Any, answer: str) -> int:
-    ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
-    if not ids:
-        raise TrainingInputError(f"the tokenizer turns the answer {answer!r} into no token")
-    return int(ids[0])
-
-
-def encode(tokenizer: Any, example: Example) -> Encoded:
-    ids = tokenizer(prompt_text(tokenizer, example), add_special_tokens=False)["input_ids"]
-    return Encoded(list(ids), answer_token(tokenizer, example.target))
-
-
-def batch_order(lengths: Sequence[int], batch_size: int, seed: int, epoch: int) -> list[list[int]]:
-    """Example positions in batches, shuffled per epoch by the seed alone (a resumed run sees
-    the same batches). Within each window of ``BUCKET`` batches the examples are grouped by
-    length, so a batch pads little; the batches are then shuffled."""
-    order = list(range(len(lengths)))
-    rng = random.Random(f"{seed}/{epoch}")
-    rng.shuffle(order)
-    window = batch_size * BUCKET
-    batches = []
-    for start in range(0, len(order), window):
-        chunk = sorted(order[start : start + window], key=lambda i: lengths[i])
-        batches += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
-    rng.shuffle(batches)
-    return batches
-
-
-def collate(batch: Sequence[Encoded], pad_id: int, device: str) -> dict[str, torch.Tensor]:
-    """Right-padded ids, their mask, each sequence's last position and the labels."""
-    width = max(len(e.input_ids) for e in batch)
-    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(batch), width), dtype=torch.long)
-    for row, e in enumerate(batch):
-        ids[row, : len(e.input_ids)] = torch.tensor(e.input_ids)
-        mask[row, : len(e.input_ids)] = 1
-    last = torch.tensor([len(e.input_ids) - 1 for e in batch])
-    labels = torch.tensor([e.label for e in batch])
-    out = {"input_ids": ids, "attention_mask": mask, "last": last, "labels": labels}
-    return {k: v.to(device) for k, v in out.items()}
-
-
-def answer_logits(model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The next-token logits at each sequence's last position, in float32."""
-    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-    hidden = inner.get_decoder()(
-        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
-    ).last_hidden_state
-    rows = torch.arange(hidden.shape[0], device=hidden.device)
-    logits: torch.Tensor = inner.get_output_embeddings()(hidden[rows, batch["last"]])
-    return logits.float()
-
-
-def load_base(base: BaseModel, device: str) -> tuple[Any, Any]:
-    """The base model (float32, on ``device``) and its tokenizer."""
+def load_base(base: BaseModel, device: str, dtype: torch.dtype = torch.float32) -> tuple[Any, Any]:
+    """The base model (in ``dtype``, on ``device``) and its tokenizer."""
     transformers = train_dependency("transformers")
     tokenizer = transformers.AutoTokenizer.from_pretrained(base.hf_dir)
     if not getattr(tokenizer, "chat_template", None):
         raise TrainingInputError(f"the tokenizer of {base.hf_dir} has no chat template")
-    model = transformers.AutoModelForCausalLM.from_pretrained(base.hf_dir, dtype=torch.float32)
+    model = transformers.AutoModelForCausalLM.from_pretrained(base.hf_dir, dtype=dtype)
     return model.to(device), tokenizer
 
 
@@ -208,16 +141,19 @@ def load_adapter(adapter: Path, base: str | None = None, device: str = "auto") -
 def yes_probability(model: Any, tokenizer: Any, examples: Sequence[Example]) -> list[float]:
     """P("yes") of each example, from the answer position's softmax over the vocabulary."""
     yes = answer_token(tokenizer, relevance.YES)
-    device = next(model.parameters()).device.type
-    out = []
     with torch.no_grad():
-        for e in examples:
-            logits = answer_logits(model, collate([encode(tokenizer, e)], 0, device))
-            out.append(float(torch.softmax(logits, dim=-1)[0, yes]))
-    return out
+        logits = answer_logits(model, tokenizer, examples)
+    return [float(p) for p in torch.softmax(logits, dim=-1)[:, yes]]
 
 
 ProgressCallback = Callable[[int, int, float], None]  # step, total steps, loss
+
+
+def step_loss(model: Any, groups: Sequence[Group], pad_id: int, device: str) -> torch.Tensor:
+    """The mean cross-entropy of the answer token over the examples of ``groups``."""
+    logits = torch.cat([group_logits(model, g, pad_id, device) for g in groups])
+    labels = torch.tensor([label for g in groups for label in g.labels], device=logits.device)
+    return torch.nn.functional.cross_entropy(logits, labels)
 
 
 def train_selector(config: TrainConfig, progress: ProgressCallback | None = None) -> TrainResult:
@@ -225,39 +161,33 @@ def train_selector(config: TrainConfig, progress: ProgressCallback | None = None
     checkpoints and ``train.json`` under ``config.out``."""
     settings = config.settings
     settings.check()
-    examples = sample_examples(read_examples(config.dataset), settings.max_examples, settings.seed)
-    if not examples:
+    questions = question_groups(read_examples(config.dataset))
+    picked = sample_groups(questions, settings.max_examples, settings.seed)
+    if not picked:
         raise TrainingInputError(f"dataset {config.dataset} holds no example")
     base = resolve_base(config.base)
     device = pick_device(settings.device)
     precision = pick_precision(settings.precision, device)
     torch.manual_seed(settings.seed)
-    model, tokenizer = load_base(base, device)
+    dtype = torch.bfloat16 if precision == "bfloat16" else torch.float32
+    model, tokenizer = load_base(base, device, dtype)
     model = with_lora(model, settings)
-    encoded = [encode(tokenizer, e) for e in examples]
-    lengths = [len(e.input_ids) for e in encoded]
+    groups = [encode_group(tokenizer, g) for g in picked]
+    examples = sum(g.size for g in groups)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    per_epoch = math.ceil(len(encoded) / settings.batch_size)
+    per_epoch = math.ceil(len(groups) / settings.batch_size)
     total = per_epoch * settings.epochs
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=settings.learning_rate)
     schedule = warmup_then_linear(optimizer, total, settings.warmup_ratio)
-    fingerprint = {"settings": asdict(settings), "base": str(base.hf_dir), "n": len(encoded)}
+    fingerprint = {"settings": asdict(settings), "base": str(base.hf_dir), "n": examples}
     start, losses = resume_point(config, model, optimizer, schedule, fingerprint)
     started, cpu_started = time.perf_counter(), time.process_time()
     model.train()
-    autocast = (
-        torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16)
-        if precision == "bfloat16"
-        else nullcontext()
-    )
     for step in range(start, total):
         epoch, index = divmod(step, per_epoch)
-        positions = batch_order(lengths, settings.batch_size, settings.seed, epoch)[index]
-        batch = collate([encoded[i] for i in positions], pad_id, device)
-        with autocast:
-            logits = answer_logits(model, batch)
-        loss = torch.nn.functional.cross_entropy(logits, batch["labels"])
+        positions = group_order(len(groups), settings.batch_size, settings.seed, epoch)[index]
+        loss = step_loss(model, [groups[i] for i in positions], pad_id, device)
         torch.autograd.backward(loss)
         optimizer.step()
         schedule.step()
@@ -272,9 +202,8 @@ def train_selector(config: TrainConfig, progress: ProgressCallback | None = None
     model.save_pretrained(adapter)
     model.eval()
     result = TrainResult(
-        config.out, adapter, base, len(encoded), total, start, seconds, cpu_seconds, losses,
-        device, precision,
-        model,
+        config.out, adapter, base, examples, total, start, seconds, cpu_seconds, losses,
+        device, precision, model,
     )  # fmt: skip
     write_summary(config, result)
     return result

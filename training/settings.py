@@ -23,11 +23,11 @@ class LoraSettings:
     target_modules: tuple[str, ...] = DEFAULT_TARGETS
     learning_rate: float = 2e-4
     epochs: int = 1
-    batch_size: int = 4
-    max_examples: int | None = 2000  # a seeded sample of the dataset; None: all of it
+    batch_size: int = 1  # questions per step (each with all its candidates, ~6 in train)
+    max_examples: int | None = 2000  # whole questions drawn by the seed; None: all of it
     seed: int = 0
     device: str = "auto"  # auto: cuda when there is one, else cpu
-    precision: str = "auto"  # auto: bfloat16 where the hardware computes it, else float32
+    precision: str = "auto"  # the frozen base's dtype; auto: bfloat16 where computed natively
     checkpoint_every: int = 50  # steps
     warmup_ratio: float = 0.05
 

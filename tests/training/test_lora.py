@@ -23,15 +23,13 @@ from tiermem.cli import main
 from tiermem.slm import models
 from tiermem.slm.prompts import relevance
 from tiermem.training import TrainingInputError
+from tiermem.training.batches import answer_logits, encode, encode_group, group_logits
 from tiermem.training.dataset import Example, ExampleMeta
 from tiermem.training.export import OLLAMA_BASE, hf_to_gguf, lora_to_gguf, modelfile
 from tiermem.training.lora import (
     LoraSettings,
     TrainConfig,
     TrainResult,
-    answer_logits,
-    collate,
-    encode,
     load_adapter,
     train_selector,
 )
@@ -43,7 +41,7 @@ PAIRS = [
     ("What pet does Ben have?", "[2 May 2024] Ann: Oslo is cold in March.", False),
 ]
 SETTINGS = LoraSettings(
-    rank=4, alpha=8, dropout=0.0, learning_rate=1e-2, epochs=4, batch_size=2,
+    rank=4, alpha=8, dropout=0.0, learning_rate=1e-2, epochs=4, batch_size=1,
     max_examples=None, checkpoint_every=2, precision="float32",
 )  # fmt: skip
 
@@ -104,7 +102,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def _logits(model: Any, tokenizer: Any, example: Example) -> torch.Tensor:
     with torch.no_grad():
-        return answer_logits(model, collate([encode(tokenizer, example)], 0, "cpu"))[0]
+        return answer_logits(model, tokenizer, [example])[0]
 
 
 def test_training_lowers_the_answer_loss_and_reloads_with_identical_logits(
@@ -125,6 +123,31 @@ def test_training_lowers_the_answer_loss_and_reloads_with_identical_logits(
     with run.model.disable_adapter():
         untuned = _logits(run.model, tokenizer, example)
     assert not torch.allclose(untuned, tuned, atol=1e-3)
+
+
+def test_a_questions_candidates_on_their_shared_prefix_score_as_each_alone(
+    tiny: dict[str, Any],
+) -> None:
+    run: TrainResult = tiny["run"]
+    tokenizer, pair = tiny["tokenizer"], _examples()[:2]  # one question, two memories
+    group = encode_group(tokenizer, pair)
+    assert len(group.prefix) > 100  # the system text and the question, evaluated once
+    with torch.no_grad():
+        shared = group_logits(run.model, group, 0, "cpu")
+        alone = answer_logits(run.model, tokenizer, pair)
+    assert torch.allclose(shared, alone, atol=1e-4)
+
+
+def test_bfloat16_holds_the_frozen_base_in_bfloat16_and_the_adapter_in_float32(
+    tiny: dict[str, Any],
+) -> None:
+    settings = replace(SETTINGS, precision="bfloat16", epochs=1)
+    out = tiny["root"] / "bf16"
+    run = train_selector(TrainConfig(tiny["dataset"], str(tiny["base"]), out, settings))
+    trained = {p.dtype for p in run.model.parameters() if p.requires_grad}
+    frozen = {p.dtype for p in run.model.parameters() if not p.requires_grad}
+    assert (trained, frozen) == ({torch.float32}, {torch.bfloat16})
+    assert json.loads((out / "train.json").read_text())["precision"] == "bfloat16"
 
 
 def test_resume_continues_from_the_checkpoint_to_the_same_adapter(tiny: dict[str, Any]) -> None:
