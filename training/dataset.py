@@ -19,7 +19,7 @@ The split is fixed, by position in the file: conversations 0-6 train, 7 tune, 8-
 >>> SPLITS["test"]
 (8, 9)
 >>> keep([False, True, False, False, True], negatives=1, rng=random.Random(0))
-[1, 3, 4]
+[1, 2, 4]
 """
 
 from __future__ import annotations
