@@ -32,7 +32,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
-from tiermem.bench.datasets.locomo import LocomoSample, load_locomo
+from tiermem.bench.datasets.locomo import LocomoQuestion, LocomoSample, load_locomo
 from tiermem.bench.metrics import evidence_recall
 from tiermem.bench.systems import Tiermem
 from tiermem.components import Components
@@ -161,9 +161,10 @@ def _memory(sample: LocomoSample, cfg: SelectorEvalConfig) -> Iterator[Component
             system.close()
 
 
-def _questions(sample: LocomoSample, limit: int | None) -> list[tuple[int, Any]]:
-    usable = [(i, q) for i, q in enumerate(sample.questions) if q.category in (1, 2, 3, 4)]
-    usable = [(i, q) for i, q in usable if q.evidence]
+def _questions(sample: LocomoSample, limit: int | None) -> list[tuple[int, LocomoQuestion]]:
+    usable = [
+        (i, q) for i, q in enumerate(sample.questions) if q.category in (1, 2, 3, 4) and q.evidence
+    ]
     return usable[:limit] if limit else usable
 
 
@@ -173,7 +174,7 @@ def _row(
     c: Components,
     sample: LocomoSample,
     index: int,
-    question: Any,
+    question: LocomoQuestion,
     pool: list[Candidate],
     cfg: SelectorEvalConfig,
 ) -> Row:
