@@ -133,7 +133,7 @@ def _parser() -> argparse.ArgumentParser:
     sel.add_argument("--adapter", type=Path, help="a GGUF LoRA on --model (pointwise-lora)")
     sel.add_argument("--split", default="test", help="train, tune or test (conversations 8-9)")
     sel.add_argument("-k", type=int, default=10, help="kept at most; the pool is 2k")
-    sel.add_argument("--questions", type=int, help="the first ones of each conversation")
+    sel.add_argument("--questions", type=int, help="per conversation, evenly spaced (default: all)")
     sel.add_argument("--budget", default="300,600,1200", help="token budgets of the context")
     sel.add_argument(
         "--calibrate-questions",

@@ -15,7 +15,9 @@ labels of the pool (a candidate is relevant when one of its source turns is gold
 evidence recall of the kept candidates' own turns (at equal K) and of the context the builder
 makes of them at each token budget (delivered tokens reported); the prompt tokens sent and
 evaluated, and the selection's latency. With ``calibrate_questions``, each pointwise variant's
-threshold (adaptive K) is calibrated on that many questions of the tune split first.
+threshold (adaptive K) is calibrated on that many questions of the tune split first, and the
+same scores are also cut at ``k`` (rows ``pointwise@k``, ``pointwise-lora@k``): equal K beside
+adaptive K, for one scoring.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from tiermem.components import Components
 from tiermem.config import BackendConfig, EmbedderConfig, TiermemConfig
 from tiermem.pipeline.deliver import DEFAULT_EXPANSION, build_context
 from tiermem.ranking import calibrate_threshold
-from tiermem.roles.plan import Candidate, Selector, TopKSelector
+from tiermem.roles.plan import Candidate, Selection, Selector, TopKSelector
 from tiermem.slm.meter import Meter
 from tiermem.slm.registry import BackendPool
 from tiermem.slm.roles.common import RoleRuntime
@@ -62,7 +64,7 @@ class SelectorEvalConfig:
     backend_kind: str = "llamacpp"  # a registered backend kind that can score tokens
     split: str = "test"
     k: int = 10
-    questions: int | None = None  # the first ones of each conversation
+    questions: int | None = None  # per conversation, evenly spaced over its questions
     budgets: tuple[int, ...] = (300, 600, 1200)
     calibrate_questions: int = 0  # tune-split questions per pointwise variant; 0: keep k
     weight: float = 0.3
@@ -162,13 +164,41 @@ def _memory(sample: LocomoSample, cfg: SelectorEvalConfig) -> Iterator[Component
 
 
 def _questions(sample: LocomoSample, limit: int | None) -> list[tuple[int, LocomoQuestion]]:
+    """The usable questions, or ``limit`` of them evenly spaced over the file's order.
+
+    A prefix would not do: LoCoMo lists its questions roughly by category, and the first 60
+    of the test conversations hold no category-4 question at all.
+
+    >>> from tiermem.bench.datasets.locomo import LocomoQuestion as Q
+    >>> qs = tuple(Q(f"q{i}", "a", ("D1:1",), 1 + i % 4) for i in range(10))
+    >>> s = LocomoSample("s", "A", "B", (), qs)
+    >>> [i for i, _ in _questions(s, 4)]
+    [0, 2, 5, 7]
+    """
     usable = [
         (i, q) for i, q in enumerate(sample.questions) if q.category in (1, 2, 3, 4) and q.evidence
     ]
-    return usable[:limit] if limit else usable
+    if not limit or limit >= len(usable):
+        return usable
+    return [usable[j * len(usable) // limit] for j in range(limit)]
 
 
-def _row(
+FIXED_K = "@k"  # suffix of a calibrated pointwise variant's rows cut at k instead
+
+
+def _selections(
+    variants: _Variants, name: str, question: str, pool: list[Candidate], k: int
+) -> list[tuple[str, Selection]]:
+    """The variant's selection, and for a pointwise variant with a calibrated threshold also
+    its equal-K cut (``name@k``) of the same scores."""
+    selector = variants.selectors[name]
+    if isinstance(selector, PointwiseSelector) and selector.settings.threshold > 0:
+        cuts = selector.select_cuts([question], pool, k, (selector.settings.threshold, 0.0))
+        return [(name, cuts[0]), (name + FIXED_K, cuts[1])]
+    return [(name, selector.select([question], pool, k))]
+
+
+def _rows(
     variants: _Variants,
     name: str,
     c: Components,
@@ -177,42 +207,47 @@ def _row(
     question: LocomoQuestion,
     pool: list[Candidate],
     cfg: SelectorEvalConfig,
-) -> Row:
+) -> list[Row]:
     meter = variants.meters[name]
     before = meter.totals()
     started = time.perf_counter()
-    selection = variants.selectors[name].select([question.question], pool, cfg.k)
+    selections = _selections(variants, name, question.question, pool, cfg.k)
     latency = time.perf_counter() - started
     after = meter.totals()
-    kept = [cand for cand, _ in selection.kept]
     evidence = set(question.evidence)
-    hits = [
-        SearchHit(cand.item, score, ScoreExplanation(dict(cand.components), name))
-        for cand, score in selection.kept
-    ]
-    recall_at, tokens_at = {}, {}
-    for budget in cfg.budgets:
-        ctx = build_context(c, sample.sample_id, hits, budget, DEFAULT_EXPANSION, record=False)
-        recall_at[budget] = evidence_recall(question.evidence, set(ctx.turn_ids))
-        tokens_at[budget] = ctx.tokens
-    own = {t for cand in kept for t in cand.source_turn_ids}
-    return Row(
-        variant=name,
-        sample_id=sample.sample_id,
-        question_index=index,
-        category=question.category,
-        pool=len(pool),
-        relevant_in_pool=sum(is_relevant(cand, evidence) for cand in pool),
-        kept=len(kept),
-        kept_relevant=sum(is_relevant(cand, evidence) for cand in kept),
-        recall_at_k=evidence_recall(question.evidence, own),
-        recall_at=recall_at,
-        tokens_at=tokens_at,
-        prompt_tokens=after["prompt_tokens"] - before["prompt_tokens"],
-        evaluated_tokens=after["evaluated_tokens"] - before["evaluated_tokens"],
-        latency_s=latency,
-        source=selection.source,
-    )
+    rows = []
+    for variant, selection in selections:
+        kept = [cand for cand, _ in selection.kept]
+        hits = [
+            SearchHit(cand.item, score, ScoreExplanation(dict(cand.components), name))
+            for cand, score in selection.kept
+        ]
+        recall_at, tokens_at = {}, {}
+        for budget in cfg.budgets:
+            ctx = build_context(c, sample.sample_id, hits, budget, DEFAULT_EXPANSION, record=False)
+            recall_at[budget] = evidence_recall(question.evidence, set(ctx.turn_ids))
+            tokens_at[budget] = ctx.tokens
+        own = {t for cand in kept for t in cand.source_turn_ids}
+        rows.append(
+            Row(
+                variant=variant,
+                sample_id=sample.sample_id,
+                question_index=index,
+                category=question.category,
+                pool=len(pool),
+                relevant_in_pool=sum(is_relevant(cand, evidence) for cand in pool),
+                kept=len(kept),
+                kept_relevant=sum(is_relevant(cand, evidence) for cand in kept),
+                recall_at_k=evidence_recall(question.evidence, own),
+                recall_at=recall_at,
+                tokens_at=tokens_at,
+                prompt_tokens=after["prompt_tokens"] - before["prompt_tokens"],
+                evaluated_tokens=after["evaluated_tokens"] - before["evaluated_tokens"],
+                latency_s=latency,
+                source=selection.source,
+            )
+        )
+    return rows
 
 
 def summarise(rows: Sequence[Row], budgets: Sequence[int]) -> dict[str, dict[str, float]]:
@@ -305,10 +340,10 @@ def run(cfg: SelectorEvalConfig, console: Console) -> dict[str, Any]:
                 for index, question in _questions(sample, cfg.questions):
                     pool = candidate_pool(c, sample.sample_id, question.question, cfg.k)
                     for name in names:
-                        row = _row(variants, name, c, sample, index, question, pool, cfg)
-                        rows.append(row)
+                        mine = _rows(variants, name, c, sample, index, question, pool, cfg)
+                        rows += mine
                         with rows_path.open("a", encoding="utf-8") as f:  # kept if stopped
-                            f.write(json.dumps(asdict(row)) + "\n")
+                            f.writelines(json.dumps(asdict(row)) + "\n" for row in mine)
                     console.print(f"{sample.sample_id} q{index}: {len(rows)} rows")
     finally:
         variants.close()
@@ -325,4 +360,4 @@ def run(cfg: SelectorEvalConfig, console: Console) -> dict[str, Any]:
     return result
 
 
-__all__ = ["VARIANTS", "Row", "SelectorEvalConfig", "run", "summarise"]
+__all__ = ["FIXED_K", "VARIANTS", "Row", "SelectorEvalConfig", "run", "summarise"]

@@ -117,18 +117,34 @@ class PointwiseSelector(Role):
         return results
 
     def select(self, queries: Sequence[str], candidates: Sequence[Candidate], k: int) -> Selection:
+        return self.select_cuts(queries, candidates, k, (self._settings.threshold,))[0]
+
+    def select_cuts(
+        self,
+        queries: Sequence[str],
+        candidates: Sequence[Candidate],
+        k: int,
+        thresholds: Sequence[float],
+    ) -> list[Selection]:
+        """One selection per threshold (0 keeps ``k``) from one scoring of the candidates: how
+        ``tiermem bench selector`` reports equal K beside the calibrated, adaptive K at the
+        cost of one. A failed scoring gives every cut the same first-stage fallback."""
         if not candidates or not queries:
-            return Selection(tuple((c, c.fused) for c in candidates[:k]), "passthrough")
+            passthrough = Selection(tuple((c, c.fused) for c in candidates[:k]), "passthrough")
+            return [passthrough for _ in thresholds]
         shown = list(candidates[:MAX_CANDIDATES])
         try:
             fused = self.score(queries[0], shown)
         except SLMError as exc:
-            return first_stage_fallback(self._rt, TASK, candidates, k, exc)
-        s = self._settings
-        kept = keep_adaptive([f.score for f in fused], k, s.threshold, s.min_keep)
-        return Selection(
-            tuple((_explained(shown[i], fused[i]), fused[i].score) for i in kept), "model"
-        )
+            fallback = first_stage_fallback(self._rt, TASK, candidates, k, exc)
+            return [fallback for _ in thresholds]
+        scores = [f.score for f in fused]
+        selections = []
+        for threshold in thresholds:
+            kept = keep_adaptive(scores, k, threshold, self._settings.min_keep)
+            explained = tuple((_explained(shown[i], fused[i]), fused[i].score) for i in kept)
+            selections.append(Selection(explained, "model"))
+        return selections
 
 
 def _explained(candidate: Candidate, fused: FusedRelevance) -> Candidate:

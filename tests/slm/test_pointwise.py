@@ -124,6 +124,27 @@ def test_threshold_gives_an_adaptive_k(backend: ScriptedBackend) -> None:
     assert none_kept.select([QUESTION], _candidates(10), k=5).kept == ()
 
 
+def test_one_scoring_cut_at_several_thresholds(backend: ScriptedBackend) -> None:
+    """``select_cuts`` scores once and cuts each way as ``select`` would with that threshold."""
+    backend.score_with(_scores(lambda i: 0.95 if i in (3, 4) else 0.02))
+    selector, meter = _selector(backend, weight=0.5, threshold=0.6)
+    adaptive, fixed = selector.select_cuts([QUESTION], _candidates(10), 5, (0.6, 0.0))
+    assert meter.snapshot()[TASK]["ok"] == 10  # each candidate scored once, not once a cut
+    assert _kept(adaptive.kept) == _kept(selector.select([QUESTION], _candidates(10), 5).kept)
+    assert _kept(adaptive.kept) == [3, 4]
+    assert _kept(fixed.kept)[:2] == [3, 4]
+    assert len(fixed.kept) == 5
+
+    def down(request: ScoreRequest) -> Mapping[str, float]:
+        raise SLMUnavailable("relevance", "down")
+
+    backend.score_with(down)
+    both = selector.select_cuts([QUESTION], _candidates(10), 5, (0.6, 0.0))
+    assert [s.source for s in both] == ["fallback", "fallback"]
+    assert _kept(both[0].kept) == [1, 2, 3, 4, 5]
+    assert meter.snapshot()[TASK]["fallbacks"] == 1  # one failure, counted once
+
+
 @pytest.mark.parametrize(("k", "multiplier"), [(1, 2), (3, 2), (5, 2), (10, 2), (4, 3), (5, 4)])
 def test_an_inverted_model_cannot_push_out_the_first_stage_top_at_the_safe_weight(
     k: int, multiplier: int, backend: ScriptedBackend

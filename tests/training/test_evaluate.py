@@ -90,6 +90,12 @@ def test_a_calibrated_threshold_keeps_fewer(
     assert s["mean_kept"] < 4
     assert (s["precision"], s["recall"]) == (1.0, 1.0)
     assert result["summary"]["fusion"]["precision"] < 1.0  # k = 4 kept, evidence or not
+    # The same scores cut at k: equal K beside fusion's, for no more model calls.
+    fixed = result["summary"]["pointwise@k"]
+    assert fixed["mean_kept"] == result["summary"]["fusion"]["mean_kept"] == 4
+    assert fixed["prompt_tokens"] == s["prompt_tokens"] > 0
+    assert fixed["recall"] == 1.0
+    assert fixed["precision"] < 1.0
 
 
 @pytest.mark.parametrize(
