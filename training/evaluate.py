@@ -88,6 +88,8 @@ class Row:
     recall_at_k: float  # evidence recall of the kept candidates' own turns
     recall_at: dict[int, float]  # budget -> evidence recall of the built context
     tokens_at: dict[int, int]  # budget -> tokens delivered
+    # The selection's cost; a ``name@k`` row repeats its variant's (one scoring, two cuts):
+    # do not add the two.
     prompt_tokens: int
     evaluated_tokens: int
     latency_s: float
@@ -219,7 +221,7 @@ def _rows(
     for variant, selection in selections:
         kept = [cand for cand, _ in selection.kept]
         hits = [
-            SearchHit(cand.item, score, ScoreExplanation(dict(cand.components), name))
+            SearchHit(cand.item, score, ScoreExplanation(dict(cand.components), variant))
             for cand, score in selection.kept
         ]
         recall_at, tokens_at = {}, {}
@@ -325,6 +327,8 @@ def run(cfg: SelectorEvalConfig, console: Console) -> dict[str, Any]:
     """Every variant on every question of the split; rows, summary and report under ``out``."""
     if cfg.split not in SPLITS:
         raise TrainingInputError(f"unknown split {cfg.split!r}; known: {', '.join(SPLITS)}")
+    if cfg.questions is not None and cfg.questions < 1:
+        raise TrainingInputError("questions must be positive (or None for all)")
     names = _variants(cfg)
     samples, _ = load_locomo(cfg.data)
     tests = split_samples(samples, cfg.split)

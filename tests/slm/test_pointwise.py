@@ -125,21 +125,23 @@ def test_threshold_gives_an_adaptive_k(backend: ScriptedBackend) -> None:
 
 
 def test_one_scoring_cut_at_several_thresholds(backend: ScriptedBackend) -> None:
-    """``select_cuts`` scores once and cuts each way as ``select`` would with that threshold."""
+    """``select_cuts`` scores once and cuts at each threshold it is given (not the settings'),
+    as ``select`` would with that threshold."""
     backend.score_with(_scores(lambda i: 0.95 if i in (3, 4) else 0.02))
-    selector, meter = _selector(backend, weight=0.5, threshold=0.6)
-    adaptive, fixed = selector.select_cuts([QUESTION], _candidates(10), 5, (0.6, 0.0))
+    selector, meter = _selector(backend, weight=0.5, threshold=0.0)
+    fixed, adaptive = selector.select_cuts([QUESTION], _candidates(10), 5, (0.0, 0.6))
     assert meter.snapshot()[TASK]["ok"] == 10  # each candidate scored once, not once a cut
-    assert _kept(adaptive.kept) == _kept(selector.select([QUESTION], _candidates(10), 5).kept)
     assert _kept(adaptive.kept) == [3, 4]
-    assert _kept(fixed.kept)[:2] == [3, 4]
-    assert len(fixed.kept) == 5
+    assert _kept(fixed.kept) == [3, 4, 1, 2, 5]
+    assert _kept(fixed.kept) == _kept(selector.select([QUESTION], _candidates(10), 5).kept)
+    at_six, _ = _selector(backend, weight=0.5, threshold=0.6)
+    assert _kept(at_six.select([QUESTION], _candidates(10), 5).kept) == _kept(adaptive.kept)
 
     def down(request: ScoreRequest) -> Mapping[str, float]:
         raise SLMUnavailable("relevance", "down")
 
     backend.score_with(down)
-    both = selector.select_cuts([QUESTION], _candidates(10), 5, (0.6, 0.0))
+    both = selector.select_cuts([QUESTION], _candidates(10), 5, (0.0, 0.6))
     assert [s.source for s in both] == ["fallback", "fallback"]
     assert _kept(both[0].kept) == [1, 2, 3, 4, 5]
     assert meter.snapshot()[TASK]["fallbacks"] == 1  # one failure, counted once

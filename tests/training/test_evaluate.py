@@ -90,10 +90,21 @@ def test_a_calibrated_threshold_keeps_fewer(
     assert s["mean_kept"] < 4
     assert (s["precision"], s["recall"]) == (1.0, 1.0)
     assert result["summary"]["fusion"]["precision"] < 1.0  # k = 4 kept, evidence or not
-    # The same scores cut at k: equal K beside fusion's, for no more model calls.
+    # The same scores cut at k: equal K beside fusion's, for no more model calls than a run
+    # without calibration (which has no @k rows) makes per question.
     fixed = result["summary"]["pointwise@k"]
     assert fixed["mean_kept"] == result["summary"]["fusion"]["mean_kept"] == 4
-    assert fixed["prompt_tokens"] == s["prompt_tokens"] > 0
+    (tmp_path / "plain").mkdir()
+    plain = run(
+        _config(tmp_path / "plain", variants=("pointwise",), weight=1.0, k=4), Console(quiet=True)
+    )
+    assert set(plain["summary"]) == {"pointwise"}
+    assert (
+        fixed["prompt_tokens"]
+        == s["prompt_tokens"]
+        == plain["summary"]["pointwise"]["prompt_tokens"]
+    )
+    assert s["prompt_tokens"] > 0
     assert fixed["recall"] == 1.0
     assert fixed["precision"] < 1.0
 
@@ -103,6 +114,7 @@ def test_a_calibrated_threshold_keeps_fewer(
     [
         ({"variants": ("fusion", "oracle")}, "unknown variant 'oracle'"),
         ({"split": "holdout"}, "unknown split 'holdout'"),
+        ({"questions": -1}, "questions must be positive"),
         ({"adapter": Path("/nonexistent.gguf"), "variants": ("pointwise-lora",)}, "is not a file"),
     ],
 )
