@@ -64,11 +64,14 @@ class ContextTurn:
 @dataclass(frozen=True, slots=True)
 class Unit:
     """Something retrieval offers for delivery: turns (delivered together or not at all), or a
-    free line (a fact with no source turn, general knowledge) placed before the sessions."""
+    free line (a fact with no source turn, general knowledge) placed before the sessions. A
+    ``fallback`` line stands in for turns too long for what is left of the budget (the piece
+    of a long document that matched)."""
 
     turn_ids: tuple[str, ...]
     value: float
     line: str | None = None
+    fallback: str | None = None  # delivered as a line when the turns do not fit
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +216,11 @@ def pack(
         if total <= budget_tokens:
             layout.apply(unit, total, changed)
             repeats.add(unit)
+        elif unit.fallback is not None and unit.fallback not in layout.notes:
+            line = Unit((), unit.value, unit.fallback)
+            total, changed = layout.cost_with(line)
+            if total <= budget_tokens:
+                layout.apply(line, total, changed)
     return render(layout.sessions, layout.notes, budget_tokens, counter)
 
 

@@ -67,6 +67,7 @@ CREATE TABLE IF NOT EXISTS turns (
     op_id INTEGER,
     PRIMARY KEY (user_id, turn_id)
 );
+CREATE INDEX IF NOT EXISTS turns_by_session ON turns (user_id, session_id, at);
 CREATE TABLE IF NOT EXISTS intents (
     op_id INTEGER PRIMARY KEY AUTOINCREMENT,
     user_id TEXT NOT NULL,
@@ -303,6 +304,25 @@ class Journal:
         return self._select_turns(
             user_id, "session_id", session_ids, " ORDER BY session_id, at, rowid"
         )
+
+    def session_tail(
+        self, user_id: str, session_id: str, n: int, before: Sequence[str] = ()
+    ) -> list[Turn]:
+        """The last ``n`` stored turns of one session of this user, oldest first, leaving
+        out the turns ``before`` names (those being added)."""
+        self._check_open()
+        marks = ",".join("?" * len(before))
+        rows = self._query(
+            "SELECT turn_id, session_id, role, speaker, content, at FROM turns"
+            " WHERE user_id = ? AND session_id = ?"
+            + (f" AND turn_id NOT IN ({marks})" if before else "")
+            + " ORDER BY at DESC, rowid DESC LIMIT ?",
+            (user_id, session_id, *before, n),
+        )
+        return [
+            Turn(tid, user_id, sid, Role(role), speaker, content, datetime.fromisoformat(at))
+            for tid, sid, role, speaker, content, at in reversed(rows)
+        ]
 
     def _select_turns(
         self, user_id: str, column: str, values: Sequence[str], order: str

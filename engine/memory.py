@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -152,9 +153,11 @@ class Memory:
         self._check_open()
         uid = validate_user_id(user_id)
         sid = validate_session_id(session_id)
-        turns = normalize_messages(messages, uid, sid, self._c.clock)
+        checked = normalize_messages(messages, uid, sid, self._c.clock)
         with self._write_lock:
-            result = run_add(self._c, uid, sid, turns)
+            result = run_add(self._c, uid, sid, checked.turns)
+        if checked.empty:
+            result = replace(result, empty_messages=checked.empty)
         self._maybe_trigger(uid, result)
         return result
 

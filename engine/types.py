@@ -82,7 +82,7 @@ class Message:
     """
 
     role: str
-    content: str
+    content: str | None  # None or blank: the message is left out (see ``AddResult``)
     speaker: str | None = None
     timestamp: datetime | None = None
     turn_id: str | None = None
@@ -230,7 +230,9 @@ class SearchFilters:
 @dataclass(frozen=True, slots=True)
 class AddResult:
     """What ``add()`` did: the turns it accepted, the entries it added, the existing entries
-    it merged new information into or superseded, and what capacity pressure evicted.
+    it merged new information into or superseded, and what capacity pressure evicted. A
+    message with no content (an assistant's tool call has ``content: None``) is no turn: it is
+    left out, and its position in the call is in ``empty_messages``.
 
     The capacity eviction runs after the add is written and never undoes it: if the eviction
     fails, the add still stands, ``eviction_error`` says why (``None`` when it succeeded or
@@ -244,6 +246,7 @@ class AddResult:
     superseded: tuple[MemoryEntry, ...] = ()
     evicted_ids: tuple[str, ...] = ()
     eviction_error: str | None = None
+    empty_messages: tuple[int, ...] = ()  # positions of messages with no content, left out
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ import hashlib
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,8 +29,10 @@ from tiermem.errors import (
 from tiermem.types import MemoryKind, Message, Role, SearchFilters, SearchHit, Turn
 
 MAX_ID_LENGTH = 128
-MAX_CONTENT_CHARS = 32_000
-MAX_MEMORY_TEXT_CHARS = MAX_CONTENT_CHARS  # update() takes what add() takes
+# A pasted document or a long answer is kept whole in the journal and indexed in pieces
+# (``tiermem.roles.extract.CHUNK_WORDS``); past this, a message is refused.
+MAX_CONTENT_CHARS = 262_144
+MAX_MEMORY_TEXT_CHARS = 32_000  # update() rewrites one memory's text
 MAX_QUERY_CHARS = 4_000
 DEFAULT_SESSION = "default"
 
@@ -284,9 +287,13 @@ def _resolve_timestamp(index: int, value: object, clock: Clock) -> datetime:
     return _to_utc(value, fail)
 
 
-def _message_content(index: int, content: object) -> str:
-    if not isinstance(content, str) or is_blank(content):
-        raise EmptyMessagesError(f"message {index} has no content")
+def _message_content(index: int, content: object) -> str | None:
+    """A message's content, stripped; ``None`` for one that says nothing (``None``, blank or
+    only zero-width characters, as an agent's tool-call message has)."""
+    if content is None or (isinstance(content, str) and is_blank(content)):
+        return None
+    if not isinstance(content, str):
+        raise EmptyMessagesError(f"message {index} has no text content")
     if len(content) > MAX_CONTENT_CHARS:
         raise InvalidMessageError(index, f"content exceeds {MAX_CONTENT_CHARS} characters")
     if has_lone_surrogate(content):
@@ -302,13 +309,22 @@ def derive_turn_id(
     return "t_" + hashlib.blake2b(key.encode(), digest_size=10).hexdigest()
 
 
+@dataclass(frozen=True, slots=True)
+class Messages:
+    """Validated messages: their turns, and the positions of those that said nothing."""
+
+    turns: tuple[Turn, ...]
+    empty: tuple[int, ...] = ()
+
+
 def normalize_messages(
     messages: MessageLike | Iterable[MessageLike],
     user_id: str,
     session_id: str,
     clock: Clock,
-) -> tuple[Turn, ...]:
-    """Turn whatever the caller passed into validated ``Turn`` objects, or raise."""
+) -> Messages:
+    """Turn whatever the caller passed into validated ``Turn`` objects, or raise. A message
+    with no content is left out and its position reported, unless no message has any."""
     items: Sequence[MessageLike]
     if isinstance(messages, str | Message | Mapping):
         items = [messages]
@@ -319,6 +335,7 @@ def normalize_messages(
     if not items:
         raise EmptyMessagesError("no messages to add")
     turns: list[Turn] = []
+    empty: list[int] = []
     seen: set[str] = set()
     for index, raw in enumerate(items):
         message = _as_message(index, raw)
@@ -336,6 +353,10 @@ def normalize_messages(
             problem = _identifier_problem(message.turn_id)
             if problem is not None:
                 raise InvalidMessageError(index, f"turn_id {problem}")
+        if content is None:
+            empty.append(index)
+            continue
+        if message.turn_id is not None:
             turn_id = message.turn_id
         else:
             turn_id = derive_turn_id(user_id, session_id, timestamp, speaker, content)
@@ -345,4 +366,8 @@ def normalize_messages(
             raise InvalidMessageError(index, f"turn_id {shown(turn_id)} repeats in this call")
         seen.add(turn_id)
         turns.append(Turn(turn_id, user_id, session_id, role, speaker, content, timestamp))
-    return tuple(turns)
+    if not turns:
+        raise EmptyMessagesError(
+            "no message has content" if len(items) > 1 else "message 0 has no content"
+        )
+    return Messages(tuple(turns), tuple(empty))

@@ -1,10 +1,13 @@
 """Stage: from search hits to the context a generator reads (``Memory.context()``).
 
 Hits become units, best first: an entry's source turns, or a line for an LTM fact or an entry
-whose turns are gone. Around each turn hit, the turn that answers it and the turn it answers
-are offered too, worth a share of the hit (the answer often sits in the reply to the turn that
-matches). Hits that no retriever scored near its best are not offered (``strong_hits``): when
-the scores fall away, less is delivered. ``tiermem.context.pack`` then fills the budget."""
+whose turns are gone. Around each turn hit its neighbours are offered too, worth a share of
+the hit, walking out from it in the session: first the rest of the speaker's burst (people
+send a thought in several short messages), then the burst that answers it (the answer often
+sits in the reply) or the one it answers. When speakers alternate, that is the turn after and
+the turn before. ``tiermem.context.pack`` then fills the budget. An adaptive cut
+(``Expansion.fall_off``: hits that no retriever scored near its best are not offered) saves
+tokens; it is off by default, since the budget is the caller's."""
 
 from __future__ import annotations
 
@@ -15,25 +18,34 @@ from tiermem.components import Components
 from tiermem.context import ContextTurn, DeliveredContext, Unit, pack
 from tiermem.pipeline.read import record_access
 from tiermem.render import render_memory
-from tiermem.types import SearchHit, Tier, Turn
+from tiermem.types import MemoryKind, SearchHit, Tier, Turn
 
 
 @dataclass(frozen=True, slots=True)
 class Expansion:
     """How much a neighbour of a hit is worth, as a share of the hit's value; 0 turns it off.
 
+    ``burst``: a turn of the hit's own burst (the same speaker, no one between);
+    ``reply`` / ``previous``: the first turn of the burst after / before, each further turn
+    of that burst worth ``decay`` times the one before; ``reach``: the most neighbours
+    offered on each side; ``member``: each turn of a hit of several turns (an exchange) on
+    its own, for when the whole does not fit (a long answer to a short question).
     ``cut``: units worth less than this share of the best unit are not delivered.
     ``fall_off``: a hit is delivered only if one of its retrievers scored it at least this
     share of that retriever's best score in the result (0 keeps every hit)."""
 
     reply: float = 0.5
     previous: float = 0.3
+    burst: float = 0.8
+    decay: float = 0.7
+    reach: int = 4
+    member: float = 0.9
     cut: float = 0.0
-    fall_off: float = 0.7
+    fall_off: float = 0.0
 
 
 DEFAULT_EXPANSION = Expansion()
-NO_EXPANSION = Expansion(reply=0.0, previous=0.0, fall_off=0.0)
+NO_EXPANSION = Expansion(reply=0.0, previous=0.0, burst=0.0, member=0.0, fall_off=0.0)
 RETRIEVERS = ("dense", "bm25", "ltm")  # the raw scores a first-stage hit carries
 TOKENS_PER_HIT = 25  # about one conversational turn
 
@@ -66,11 +78,59 @@ def hit_value(rank: int) -> float:
     return 1.0 / (1.0 + rank)
 
 
+def neighbours(
+    edge: ContextTurn,
+    step: int,
+    by_place: Mapping[tuple[str, int], ContextTurn],
+    expansion: Expansion,
+) -> list[tuple[str, float]]:
+    """The turns beside ``edge`` in direction ``step`` (+1 after, -1 before) with their
+    shares: the rest of ``edge``'s burst, then the adjacent burst of the other speaker.
+
+    >>> from datetime import UTC, datetime
+    >>> t = datetime(2026, 1, 1, tzinfo=UTC)
+    >>> ts = [ContextTurn(f"t{i}", "s", i, who, "x", t) for i, who in enumerate("AABBA")]
+    >>> place = {(x.session_id, x.position): x for x in ts}
+    >>> [(i, round(s, 2)) for i, s in neighbours(ts[0], 1, place, Expansion())]
+    [('t1', 0.8), ('t2', 0.5), ('t3', 0.35)]
+    """
+    share_other = expansion.reply if step > 0 else expansion.previous
+    out: list[tuple[str, float]] = []
+    other: str | None = None
+    position = edge.position + step
+    while len(out) < expansion.reach:
+        turn = by_place.get((edge.session_id, position))
+        if turn is None:
+            break
+        if other is None and turn.speaker == edge.speaker:
+            share = expansion.burst
+        else:
+            if other is None:
+                other, share = turn.speaker, share_other
+            elif turn.speaker != other:
+                break
+            else:
+                share = out[-1][1] * expansion.decay
+        if share <= 0:
+            break
+        out.append((turn.turn_id, share))
+        position += step
+    return out
+
+
+def _piece(hit: SearchHit, turns: Mapping[str, ContextTurn]) -> str | None:
+    """The hit's own text when it is a piece of one long turn (what matched in it)."""
+    ids = hit.source_turn_ids
+    if hit.entry.kind is not MemoryKind.TURN or len(ids) != 1:
+        return None
+    return render_memory(hit.item) if hit.entry.text != turns[ids[0]].line else None
+
+
 def hit_units(
     hits: Sequence[SearchHit], turns: Mapping[str, ContextTurn], expansion: Expansion
 ) -> list[Unit]:
     """Units for ``hits`` (best first) and their neighbours, best value first."""
-    by_place = {(t.session_id, t.position): t.turn_id for t in turns.values()}
+    by_place = {(t.session_id, t.position): t for t in turns.values()}
     units: list[Unit] = []
     for rank, hit in enumerate(hits):
         value = hit_value(rank)
@@ -78,14 +138,13 @@ def hit_units(
         if hit.tier is Tier.LTM or not own:
             units.append(Unit((), value, render_memory(hit.item)))
             continue
-        units.append(Unit(own, value))
-        for step, share in ((1, expansion.reply), (-1, expansion.previous)):
-            if share <= 0:
-                continue
-            edge = turns[own[-1] if step > 0 else own[0]]
-            near = by_place.get((edge.session_id, edge.position + step))
-            if near is not None:
-                units.append(Unit((near,), value * share))
+        units.append(Unit(own, value, fallback=_piece(hit, turns)))
+        if len(own) > 1 and expansion.member > 0:  # when the whole does not fit, its parts
+            units.extend(Unit((t,), value * expansion.member) for t in own)
+        for step, edge in ((1, turns[own[-1]]), (-1, turns[own[0]])):
+            for near, share in neighbours(edge, step, by_place, expansion):
+                if near not in own:
+                    units.append(Unit((near,), value * share))
     units.sort(key=lambda u: -u.value)  # stable: ties keep the hits' order
     if units and expansion.cut > 0:
         floor = units[0].value * expansion.cut
@@ -162,5 +221,6 @@ __all__ = [
     "hit_units",
     "hit_value",
     "hits_for_budget",
+    "neighbours",
     "strong_hits",
 ]

@@ -57,14 +57,18 @@ def plan_writes(
     proposed: Sequence[Proposed],
     vectors: Vectors,
     merge_threshold: float,
+    grown: Sequence[tuple[MemoryEntry, MemoryEntry]] = (),
 ) -> WritePlan:
-    """Decide add / merge / supersede for each proposed entry (see the module docstring).
+    """Decide add / merge / supersede for each proposed entry (see the module docstring);
+    ``grown`` verbatim entries merge into their stored selves.
 
     A near-duplicate of a live entry merges into it before any ``replaces`` is considered:
     measured on LoCoMo with Qwen2.5-Coder-0.5B, the writer often copies a memory it was shown
     and marks it as replacing a different one; a copy is not an update."""
     plan = WritePlan()
     now = c.clock.now()
+    # A verbatim entry that grew (``grown``, as stored and as it becomes): merged by id.
+    plan.merges.extend((old, new, 1.0) for old, new in grown)
     for item, vector in zip(proposed, vectors, strict=True):
         entry = item.entry
         twin = (

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
+import numpy as np
 from tiermem.components import Components
 from tiermem.embedding.base import EmbedMode
 from tiermem.errors import MemoryNotFoundError, TiermemError
@@ -27,14 +28,15 @@ from tiermem.lexical import lexical_query
 from tiermem.pipeline.capacity import enforce_capacity
 from tiermem.pipeline.commit import StoreChange, commit, embed_entries
 from tiermem.pipeline.recovery import finish_unfinished
-from tiermem.pipeline.resolve import Proposed, apply_writes, plan_writes
+from tiermem.pipeline.resolve import Proposed, apply_writes, merged_entry, plan_writes
 from tiermem.roles.extract import CandidateEntry
-from tiermem.types import AddResult, AuditOp, MemoryEntry, SearchFilters, Turn
+from tiermem.types import VERBATIM_KINDS, AddResult, AuditOp, MemoryEntry, SearchFilters, Turn
 
 logger = logging.getLogger(__name__)
 
 _ENTRY_NAMESPACE = uuid.UUID("6f1d9c8e-3b0a-5c4e-9d2f-7a1b2c3d4e5f")
 RELATED_MEMORIES = 5
+SESSION_CONTEXT_TURNS = 16  # the stored turns of the session an extractor sees before new ones
 
 
 def entry_id_for(user_id: str, candidate: CandidateEntry) -> str:
@@ -66,6 +68,22 @@ def materialise(
     ]
 
 
+def grown_entries(
+    proposed: Sequence[Proposed], stored: dict[str, MemoryEntry], now: datetime
+) -> list[tuple[MemoryEntry, MemoryEntry]]:
+    """Stored verbatim entries that a proposal with the same id extends with new source
+    turns (an exchange whose answer went on in a later message), as they become: the new
+    text, the source turns united; ``(stored, grown)`` pairs. A proposal naming no new turn is
+    a re-add: nothing."""
+    out = []
+    for p in proposed:
+        old = stored.get(p.entry.id)
+        grows = old is not None and set(p.entry.source_turn_ids) - set(old.source_turn_ids)
+        if old is not None and old.kind in VERBATIM_KINDS and grows:
+            out.append((old, merged_entry(old, p.entry, now)))
+    return out
+
+
 def related_memories(c: Components, user_id: str, turns: Sequence[Turn]) -> list[MemoryEntry]:
     """The user's stored memories most related to these turns, for the writer to update."""
     text = " ".join(t.content for t in turns)[:2000]
@@ -83,17 +101,28 @@ def run_add(c: Components, user_id: str, session_id: str, turns: Sequence[Turn])
     finish_unfinished(c)
     known = c.journal.turns(user_id, [t.turn_id for t in turns])
     new_turns = [t for t in turns if t.turn_id not in known]  # re-adding costs nothing
-    context = c.stm.window(user_id, session_id)
+    # The session's stored turns before these, from the journal (not STM): an exchange forms
+    # however the messages came, one add() each or all at once, and across restarts.
+    context = c.journal.session_tail(
+        user_id, session_id, SESSION_CONTEXT_TURNS, [t.turn_id for t in new_turns]
+    )
     existing = (
         related_memories(c, user_id, new_turns) if new_turns and c.extractor.wants_existing else []
     )
     extraction = c.extractor.extract(new_turns, context, existing)
     proposed = materialise(extraction.candidates, user_id, c.clock.now())
-    stored = {e.id for e in c.store.get(user_id, [p.entry.id for p in proposed])}
+    stored = {e.id: e for e in c.store.get(user_id, [p.entry.id for p in proposed])}
+    grown = grown_entries(proposed, stored, c.clock.now())
     proposed = [p for p in proposed if p.entry.id not in stored]
-    vectors = embed_entries(c, [p.entry for p in proposed]) if proposed else None
+    vectors = (
+        embed_entries(c, [p.entry for p in proposed])
+        if proposed
+        else np.zeros((0, c.store.dim), dtype=np.float32)
+        if grown
+        else None
+    )
     plan = (
-        plan_writes(c, user_id, proposed, vectors, c.policy.merge_threshold)
+        plan_writes(c, user_id, proposed, vectors, c.policy.merge_threshold, grown)
         if vectors is not None
         else None
     )

@@ -17,6 +17,10 @@ from typing import Protocol
 from tiermem.smalltalk import split_small_talk
 from tiermem.types import MemoryEntry, MemoryKind, Turn
 
+# Knobs of the model-free write path (how they were chosen: README, "Choosing the knobs").
+EXCHANGE_SIDE_WORDS = 60  # the most words an exchange takes from each of its two bursts
+CHUNK_WORDS: int | None = 120  # a longer turn is indexed in pieces of this many words
+
 
 @dataclass(frozen=True, slots=True)
 class CandidateEntry:
@@ -54,27 +58,118 @@ class EntryExtractor(Protocol):
         ...
 
 
-def verbatim_candidates(turns: Sequence[Turn]) -> tuple[CandidateEntry, ...]:
+def verbatim_candidates(
+    turns: Sequence[Turn], chunk_words: int | None = None
+) -> tuple[CandidateEntry, ...]:
     """One verbatim entry per turn, "Speaker: content", keyed by the turn (re-adding it
-    proposes the same entry id)."""
-    return tuple(
-        CandidateEntry(
-            text=f"{t.speaker}: {t.content}",
-            kind=MemoryKind.TURN,
-            source_turn_ids=(t.turn_id,),
-            event_time=t.timestamp,
-            session_id=t.session_id,
-            stable_key=f"turn:{t.turn_id}",
-        )
-        for t in turns
-    )
+    proposes the same entry id). A turn of more than ``chunk_words`` words (a pasted document,
+    a long assistant answer) is indexed in pieces of that many words instead, each pointing
+    at the whole turn: an embedder reads only a text's first few hundred word pieces, and a
+    piece matches a question that the whole dilutes. The journal keeps the turn whole.
+
+    >>> from datetime import UTC, datetime
+    >>> from tiermem.types import Role
+    >>> when = datetime(2026, 1, 1, tzinfo=UTC)
+    >>> t = Turn("t1", "u", "s1", Role.USER, "Ann", "one two three four five", when)
+    >>> [(e.text, e.source_turn_ids) for e in verbatim_candidates([t], chunk_words=2)]
+    [('Ann: one two', ('t1',)), ('Ann: three four', ('t1',)), ('Ann: five', ('t1',))]
+    """
+    out = []
+    for t in turns:
+        pieces = _pieces(t.content, chunk_words)
+        for i, piece in enumerate(pieces):
+            out.append(
+                CandidateEntry(
+                    text=f"{t.speaker}: {piece}",
+                    kind=MemoryKind.TURN,
+                    source_turn_ids=(t.turn_id,),
+                    event_time=t.timestamp,
+                    session_id=t.session_id,
+                    stable_key=f"turn:{t.turn_id}" if len(pieces) == 1 else f"turn:{t.turn_id}#{i}",
+                )
+            )
+    return tuple(out)
 
 
-def exchange_candidates(turns: Sequence[Turn], kept: Sequence[Turn]) -> tuple[CandidateEntry, ...]:
-    r"""One verbatim entry per exchange in ``turns``: two consecutive turns of one session by
-    different speakers, both ``kept``. A question and its answer are often said in different
-    turns ("Where did you go?" / "Lisbon, for the festival."): the pair, embedded and indexed
-    as one text, matches a query that neither turn matches alone.
+def _pieces(text: str, chunk_words: int | None) -> list[str]:
+    words = text.split()
+    if chunk_words is None or len(words) <= chunk_words:
+        return [text]
+    return [" ".join(words[i : i + chunk_words]) for i in range(0, len(words), chunk_words)]
+
+
+def bursts(turns: Sequence[Turn]) -> list[tuple[Turn, ...]]:
+    """A session's turns cut into bursts: the consecutive turns of one speaker. People send
+    bursts of short messages; a burst is what they said before the other side answered.
+
+    >>> from datetime import UTC, datetime
+    >>> from tiermem.types import Role
+    >>> t = datetime(2026, 1, 1, tzinfo=UTC)
+    >>> ts = [Turn(f"t{i}", "u", "s1", Role.USER, who, "x", t) for i, who in enumerate("AABA")]
+    >>> [[x.turn_id for x in b] for b in bursts(ts)]
+    [['t0', 't1'], ['t2'], ['t3']]
+    """
+    out: list[list[Turn]] = []
+    for turn in turns:
+        last = out[-1][-1] if out else None
+        if last is not None and (last.speaker, last.session_id) == (turn.speaker, turn.session_id):
+            out[-1].append(turn)
+        else:
+            out.append([turn])
+    return [tuple(b) for b in out]
+
+
+def _words_text(text: str, limit: int, tail: bool) -> str:
+    words = text.split()
+    if len(words) <= limit:
+        return " ".join(words)
+    return " ".join(words[-limit:] if tail else words[:limit])
+
+
+def _side(burst: Sequence[Turn], limit: int, tail: bool) -> list[tuple[Turn, str]]:
+    """The turns of ``burst`` an exchange takes, nearest the other side first, with their
+    text: whole turns while they fit ``limit`` words, then as much of one more as fits (at
+    least a part of the turn next to the other side)."""
+    order = list(reversed(burst)) if tail else list(burst)
+    taken: list[tuple[Turn, str]] = []
+    left = limit
+    for turn in order:
+        if left <= 0:
+            break
+        text = _words_text(turn.content, left, tail)
+        taken.append((turn, text))
+        left -= len(turn.content.split())
+    return list(reversed(taken)) if tail else taken
+
+
+def _worth_pairing(
+    first: Sequence[tuple[Turn, str]], second: Sequence[tuple[Turn, str]], kept: set[str]
+) -> bool:
+    """Both sides say something, or the second answers the question the first asks."""
+    if not any(t.turn_id in kept for t, _ in first):
+        return False
+    answers = first[-1][0].content.rstrip().endswith("?")
+    return answers or any(t.turn_id in kept for t, _ in second)
+
+
+def exchange_candidates(
+    turns: Sequence[Turn],
+    kept: Sequence[Turn],
+    before: Sequence[Turn] = (),
+    side_words: int = EXCHANGE_SIDE_WORDS,
+) -> tuple[CandidateEntry, ...]:
+    r"""One verbatim entry per exchange that ``turns`` take part in: a burst (a speaker's
+    consecutive turns) and the burst that answers it. A question and its answer are often
+    said in different turns, and in real chats in several short messages each ("Where did
+    you go?" / "Lisbon!" / "for the festival"): the pair, embedded and indexed as one text,
+    matches a query that no single message matches.
+
+    ``before`` are the session's stored turns said before ``turns`` (so an exchange forms
+    whether the messages came in one ``add()`` or one at a time); each side keeps at most
+    ``side_words`` words, the words nearest the other side. An exchange is keyed by its first
+    turn: when a later message extends its answer, the entry is re-proposed with the same id
+    and grows (``grown_entries``). Small talk ("thanks!") pairs with nothing, unless it
+    answers a question ("Did you pass?" / "yes!").
 
     >>> from datetime import UTC, datetime
     >>> t = datetime(2026, 1, 1, tzinfo=UTC)
@@ -83,44 +178,62 @@ def exchange_candidates(turns: Sequence[Turn], kept: Sequence[Turn]) -> tuple[Ca
     >>> ts = [Turn(f"t{i}", "u", "s1", Role.USER, who, text, t)
     ...       for i, (who, text) in enumerate(said)]
     >>> [(e.text, e.source_turn_ids) for e in exchange_candidates(ts, ts)]
-    [('Ann: Where did you go?\nBo: Lisbon.', ('t0', 't1'))]
+    [('Ann: Where did you go?\nBo: Lisbon.\nBo: It was hot.', ('t0', 't1', 't2'))]
+    >>> [e.source_turn_ids for e in exchange_candidates(ts[2:], ts, before=ts[:2])]
+    [('t0', 't1', 't2')]
     """
-    kept_ids = {t.turn_id for t in kept}
-    return tuple(
-        CandidateEntry(
-            text=f"{a.speaker}: {a.content}\n{b.speaker}: {b.content}",
-            kind=MemoryKind.EXCHANGE,
-            source_turn_ids=(a.turn_id, b.turn_id),
-            event_time=a.timestamp,
-            session_id=a.session_id,
-            stable_key=f"exchange:{a.turn_id}:{b.turn_id}",
+    new_ids = {t.turn_id for t in turns}
+    kept_ids = {t.turn_id for t in kept} | {t.turn_id for t in before}
+    seq = [t for t in before if t.turn_id not in new_ids] + list(turns)
+    out = []
+    for first, second in pairwise(bursts(seq)):
+        if first[0].session_id != second[0].session_id:
+            continue
+        a, b = _side(first, side_words, tail=True), _side(second, side_words, tail=False)
+        members = [t for t, _ in a + b]
+        if not any(t.turn_id in new_ids for t in members):
+            continue  # stored already, by an earlier add
+        if not _worth_pairing(a, b, kept_ids):
+            continue
+        out.append(
+            CandidateEntry(
+                text="\n".join(f"{t.speaker}: {text}" for t, text in a + b),
+                kind=MemoryKind.EXCHANGE,
+                source_turn_ids=tuple(t.turn_id for t in members),
+                event_time=members[0].timestamp,
+                session_id=members[0].session_id,
+                stable_key=f"exchange:{members[0].turn_id}",
+            )
         )
-        for a, b in pairwise(turns)
-        if a.turn_id in kept_ids
-        and b.turn_id in kept_ids
-        and a.session_id == b.session_id
-        and a.speaker != b.speaker
-    )
+    return tuple(out)
 
 
 class TurnExtractor:
-    """One verbatim entry per user or assistant turn that is not small talk, and one per
-    exchange of two such turns (``exchange_candidates``); system turns are instructions, not
-    memories. Skipped turns are reported, and stay in the journal.
+    """One verbatim entry per user or assistant turn that is not small talk (a long turn in
+    pieces), and one per exchange of two bursts (``exchange_candidates``); system turns are
+    instructions, not memories. Skipped turns are reported, and stay in the journal.
 
     ``exchanges=False``: single turns only (what ``turn-v1`` wrote)."""
 
     wants_existing = False
 
-    def __init__(self, exchanges: bool = True) -> None:
-        self._exchanges = exchanges
-        self.name = "turn-exchange-v1" if exchanges else "turn-v1"
+    def __init__(
+        self,
+        exchanges: bool = True,
+        side_words: int = EXCHANGE_SIDE_WORDS,
+        chunk_words: int | None = CHUNK_WORDS,
+    ) -> None:
+        self._exchanges, self._side_words, self._chunk_words = exchanges, side_words, chunk_words
+        self.name = "turn-burst-v2" if exchanges else "turn-v1"
 
     def extract(
         self, turns: Sequence[Turn], context: Sequence[Turn], existing: Sequence[MemoryEntry] = ()
     ) -> Extraction:
         split = split_small_talk(turns, context)
-        candidates = verbatim_candidates(split.kept)
+        candidates = verbatim_candidates(split.kept, self._chunk_words)
         if self._exchanges:
-            candidates += exchange_candidates(turns, split.kept)
+            earlier = split_small_talk(context, ()).kept
+            candidates += exchange_candidates(
+                turns, (*earlier, *split.kept), context, self._side_words
+            )
         return Extraction(candidates, split.skipped_turn_ids)

@@ -30,7 +30,7 @@ from tiermem.service.config import ServiceConfig
 from tiermem.service.keys import KeyRing, Tenant
 from tiermem.service.tenancy import UserScope
 from tiermem.types import AddResult, AnswerResult, AuditEvent, MemoryEntry, SearchHit, Turn
-from tiermem.validation import validate_text
+from tiermem.validation import MAX_MEMORY_TEXT_CHARS, validate_text
 
 
 class JSONBody(JSONResponse):
@@ -115,7 +115,7 @@ def api_router(service: Service) -> APIRouter:
             raise InvalidLimitError("messages", len(messages), limits.max_messages)
         for index, message in enumerate(messages):
             content = message if isinstance(message, str) else message.content
-            if len(content) > limits.max_text_chars:
+            if content is not None and len(content) > limits.max_text_chars:
                 raise InvalidMessageError(
                     index, f"content exceeds {limits.max_text_chars} characters"
                 )
@@ -216,7 +216,7 @@ def api_router(service: Service) -> APIRouter:
     ) -> Response:
         """``Memory.update``: replace an entry's text; the old text stays in its history."""
         user = scope(request, caller, body.user_id)
-        validate_text(body.text, "memory text", limits.max_text_chars)
+        validate_text(body.text, "memory text", min(limits.max_text_chars, MAX_MEMORY_TEXT_CHARS))
         return reply(user, memory.update(memory_id, body.text, user.stored), MemoryEntry)
 
     @router.delete("/memories/{memory_id:path}", status_code=204, tags=["memories"])

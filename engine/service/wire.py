@@ -31,6 +31,7 @@ from tiermem.types import Message, SearchFilters, SearchHit
 from tiermem.validation import (
     MAX_CONTENT_CHARS,
     MAX_ID_LENGTH,
+    MAX_MEMORY_TEXT_CHARS,
     MAX_QUERY_CHARS,
     MessageLike,
 )
@@ -50,6 +51,9 @@ TEXT_RULES: dict[str, Any] = {"minLength": 1, "maxLength": MAX_CONTENT_CHARS, "p
 Id = Annotated[str, Field(json_schema_extra=ID_RULES)]
 QueryText = Annotated[str, Field(json_schema_extra=QUERY_RULES)]
 Text = Annotated[str, Field(json_schema_extra=TEXT_RULES)]
+MemoryText = Annotated[
+    str, Field(json_schema_extra={**TEXT_RULES, "maxLength": MAX_MEMORY_TEXT_CHARS})
+]
 
 
 class _Body(BaseModel):
@@ -60,7 +64,9 @@ class MessageIn(_Body):
     """One message of ``add()``, as ``Memory.add`` takes a mapping."""
 
     role: str = Field(default="user", description="user, assistant or system")
-    content: Text
+    content: Text | None = Field(
+        description="null or blank: the message is left out (an assistant's tool call)"
+    )
     speaker: Id | None = None
     name: Id | None = None
     timestamp: str | None = Field(default=None, description=ISO_8601)
@@ -109,7 +115,7 @@ class AnswerRequest(_Body):
 
 
 class UpdateRequest(_Body):
-    text: Text
+    text: MemoryText
     user_id: Id
 
 
@@ -188,7 +194,9 @@ def messages_json(messages: MessageLike | Iterable[MessageLike]) -> str | list[o
             out.append(item)
             continue
         fields = asdict(item) if isinstance(item, Message) else dict(item)
-        out.append({k: _json_value(v) for k, v in fields.items() if v is not None})
+        out.append(
+            {k: _json_value(v) for k, v in fields.items() if v is not None or k == "content"}
+        )
     return out
 
 
@@ -232,4 +240,7 @@ def messages_from(messages: str | list[str | MessageIn]) -> str | list[str | dic
     """A request's messages as ``Memory.add`` takes them (mappings without unset fields)."""
     if isinstance(messages, str):
         return messages
-    return [m if isinstance(m, str) else m.model_dump(exclude_none=True) for m in messages]
+    return [
+        m if isinstance(m, str) else {"content": m.content, **m.model_dump(exclude_none=True)}
+        for m in messages
+    ]

@@ -128,7 +128,9 @@ def _memory(
 def _snapshot(memory: Memory) -> tuple[list[MemoryEntry], int, tuple[object, ...], int]:
     """Entries, audit rows, STM, and how many of EXCHANGE's turns the journal holds."""
     c = memory.components
-    exchange_ids = [t.turn_id for t in normalize_messages(EXCHANGE, "ana", "default", c.clock)]
+    exchange_ids = [
+        t.turn_id for t in normalize_messages(EXCHANGE, "ana", "default", c.clock).turns
+    ]
     return (
         memory.get_all("ana"),
         c.journal.count_audit("ana"),

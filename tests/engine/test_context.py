@@ -87,6 +87,62 @@ def test_neighbours_are_worth_a_share_of_their_hit_and_a_cut_drops_the_weak() ->
     assert [u.turn_ids for u in cut] == [("s1:1",), ("s1:2",), ("s2:1",)]
 
 
+def _burst_turns() -> dict[str, ContextTurn]:
+    said = [
+        ("Ana", "Which colour did you pick for the sofa?"),
+        ("Ben", "the blue one!"),
+        ("Ben", "it matches the rug"),
+        ("Ben", "and the curtains"),
+        ("Ana", "Lovely."),
+    ]
+    return {
+        f"b{i}": ContextTurn(f"b{i}", "s3", i, who, text, DAY2 + timedelta(minutes=i))
+        for i, (who, text) in enumerate(said)
+    }
+
+
+def test_neighbours_follow_bursts_not_single_turns() -> None:
+    turns = _burst_turns()
+    expansion = Expansion(reply=0.5, previous=0.3, burst=0.8, decay=0.7, reach=4)
+    # A question: its answer is the whole burst after it, each message worth less.
+    asked = hit_units(_hits([("b0",)]), turns, expansion)
+    assert [(u.turn_ids, round(u.value, 3)) for u in asked] == [
+        (("b0",), 1.0),
+        (("b1",), 0.5),
+        (("b2",), 0.35),
+        (("b3",), 0.245),
+    ]
+    # A message in the middle of a burst: the rest of the burst first, then the bursts
+    # around it (Ana's question before, her reply after).
+    middle = hit_units(_hits([("b2",)]), turns, expansion)
+    assert [(u.turn_ids, round(u.value, 3)) for u in middle] == [
+        (("b2",), 1.0),
+        (("b3",), 0.8),
+        (("b1",), 0.8),
+        (("b4",), 0.5),
+        (("b0",), 0.3),
+    ]
+    # Alternating speakers: the turn after and the turn before, as always.
+    assert [u.turn_ids for u in hit_units(_hits([("s1:1",)]), _turns(), expansion)] == [
+        ("s1:1",),
+        ("s1:2",),
+        ("s1:0",),
+    ]
+
+
+def test_an_exchange_too_long_for_the_budget_still_delivers_its_turns() -> None:
+    turns = _burst_turns()
+    long_answer = replace(turns["b1"], text="the blue one " * 60)
+    turns = {**turns, "b1": long_answer}
+    units = hit_units(
+        _hits([("b0", "b1")]), turns, Expansion(member=0.9, reply=0, previous=0, burst=0)
+    )
+    assert [u.turn_ids for u in units] == [("b0", "b1"), ("b0",), ("b1",)]
+    ctx = pack(units, turns, 40)
+    assert ctx.turn_ids == ("b0",)  # the question fits; the exchange and its answer do not
+    assert pack(units, turns, 1000).turn_ids == ("b0", "b1")
+
+
 def _hits(turn_sets: list[tuple[str, ...]]) -> list:  # type: ignore[type-arg]
     from tiermem.types import MemoryEntry, MemoryKind, ScoreExplanation, SearchHit
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from tiermem import Memory, MemoryKind
+from tiermem import AuditOp, ManualClock, Memory, MemoryKind
+from tiermem.roles.extract import exchange_candidates
+from tiermem.validation import normalize_messages
 
-from tests.conftest import chat
+from tests.conftest import T0, chat
 
 
-def test_each_reply_pairs_with_the_turn_it_answers(memory: Memory) -> None:
+def test_each_burst_pairs_with_the_burst_that_answers_it(memory: Memory) -> None:
     result = memory.add(
         chat(
             ("user", "Where did you travel in May?"),
@@ -19,12 +21,60 @@ def test_each_reply_pairs_with_the_turn_it_answers(memory: Memory) -> None:
     )
     turns = [t.turn_id for t in result.turns]
     exchanges = [e for e in result.entries if e.kind is MemoryKind.EXCHANGE]
-    # Two turns by one speaker in a row are no exchange; each turn keeps its own entry.
-    assert [e.source_turn_ids for e in exchanges] == [(turns[0], turns[1]), (turns[2], turns[3])]
+    # The assistant's two messages are one burst: it pairs with the question before it and
+    # with the question after it; each message keeps its own entry too.
+    assert [e.source_turn_ids for e in exchanges] == [tuple(turns[:3]), tuple(turns[1:])]
     assert exchanges[0].text == (
-        "Ana: Where did you travel in May?\nAssistant: To Lisbon, for the jazz festival."
+        "Ana: Where did you travel in May?\nAssistant: To Lisbon, for the jazz festival.\n"
+        "Assistant: The trams there are yellow."
     )
     assert [e.kind for e in result.entries].count(MemoryKind.TURN) == 4
+
+
+def test_an_exchange_forms_when_messages_come_one_add_at_a_time(memory: Memory) -> None:
+    said = chat(
+        ("user", "Which colour should the new sofa be?"),
+        ("assistant", "The blue one!"),
+        ("assistant", "It matches the rug in the hall."),
+    )
+    first = memory.add(said[0], "ana", "s1")
+    assert [e.kind for e in first.entries] == [MemoryKind.TURN]
+    second = memory.add(said[1], "ana", "s1")
+    pair = next(e for e in second.entries if e.kind is MemoryKind.EXCHANGE)
+    assert pair.source_turn_ids == (first.turns[0].turn_id, second.turns[0].turn_id)
+    # The answer goes on in a third message: the same exchange grows, it is not repeated.
+    third = memory.add(said[2], "ana", "s1")
+    assert [e.kind for e in third.entries] == [MemoryKind.TURN]
+    assert [e.id for e in third.merged] == [pair.id]
+    stored = memory.get(pair.id, "ana")
+    assert stored.source_turn_ids == tuple(
+        t.turn_id for t in (*first.turns, *second.turns, *third.turns)
+    )
+    assert stored.text.endswith("Assistant: It matches the rug in the hall.")
+    assert [e.op for e in memory.history(pair.id, "ana")] == [AuditOp.ADD, AuditOp.MERGE]
+    exchanges = [e for e in memory.get_all("ana") if e.kind is MemoryKind.EXCHANGE]
+    assert [e.id for e in exchanges] == [pair.id]
+    # Another session's messages are never paired with this one's.
+    other = memory.add(chat(("assistant", "Noted, I will order it in blue.")), "ana", "s2")
+    assert all(e.kind is MemoryKind.TURN for e in other.entries)
+
+
+def test_a_short_answer_to_a_question_pairs_with_it(memory: Memory) -> None:
+    said = chat(("user", "Did you pass the driving test?"), ("assistant", "Yes!"))
+    result = memory.add(said, "ana")
+    assert [e.kind for e in result.entries] == [MemoryKind.TURN, MemoryKind.EXCHANGE]
+
+
+def test_an_exchange_takes_the_words_nearest_the_other_side() -> None:
+    long_burst = [("assistant", f"part {i} " + "word " * 30) for i in range(5)]
+    turns = normalize_messages(
+        chat(("user", "What did the plumber say?"), *long_burst), "ana", "s1", ManualClock(T0)
+    ).turns
+    (pair,) = exchange_candidates(turns, turns, side_words=60)
+    # The question, then the answer's first 60 words: two whole messages and no more.
+    assert pair.source_turn_ids == tuple(t.turn_id for t in turns[:3])
+    question = "Ana: What did the plumber say?"
+    assert len(pair.text.split()) <= 60 + len(question.split()) + 2
 
 
 def test_small_talk_breaks_an_exchange(memory: Memory) -> None:

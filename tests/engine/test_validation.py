@@ -25,6 +25,7 @@ from tiermem import (
     UnknownRoleError,
 )
 from tiermem.errors import InvalidMemoryIdError
+from tiermem.validation import MAX_CONTENT_CHARS, MAX_MEMORY_TEXT_CHARS
 
 from tests.conftest import T0, chat
 
@@ -89,7 +90,7 @@ def test_bad_user_ids_are_refused_everywhere(seeded: Memory, bad_user: object) -
         ([{"role": "user", "content": "hi", "timestamp": "yesterday"}], InvalidMessageError),
         ([{"role": "user", "content": "hi", "mood": "happy"}], InvalidMessageError),
         ([{"role": "user", "content": "hi", "speaker": ""}], InvalidMessageError),
-        ([{"role": "user", "content": "x" * 40_000}], InvalidMessageError),
+        ([{"role": "user", "content": "x" * 300_000}], InvalidMessageError),
         ([{"role": "user", "content": 7}], EmptyMessagesError),
         ([3.5], InvalidMessageError),
         (None, InvalidMessageError),
@@ -380,15 +381,17 @@ def test_error_messages_do_not_repeat_huge_input(seeded: Memory) -> None:
     assert stored_state(seeded, "ana") == before
 
 
-def test_update_takes_the_same_text_length_as_add(seeded: Memory) -> None:
+def test_update_and_add_refuse_texts_over_their_limits(seeded: Memory) -> None:
     entry_id = seeded.get_all("ana")[0].id
-    longest = "bees " * (32_000 // 5)
-    added = seeded.add([{"content": longest}], user_id="ana")
-    assert added.turns[0].content == longest.strip()
+    longest = "bees " * (MAX_MEMORY_TEXT_CHARS // 5)
     assert seeded.update(entry_id, longest, "ana").text == longest.strip()
     assert seeded.get(entry_id, "ana").text == longest.strip()
+    # a message may be a whole document, up to MAX_CONTENT_CHARS characters exactly
+    document = ("hive " * (MAX_CONTENT_CHARS // 5 + 1))[: MAX_CONTENT_CHARS - 1] + "s"
+    added = seeded.add([{"content": document}], user_id="ana")
+    assert added.turns[0].content == document.strip()
     before = stored_state(seeded, "ana")
-    refuses(lambda: seeded.add([{"content": longest + "x"}], user_id="ana"), InvalidMessageError)
+    refuses(lambda: seeded.add([{"content": document + "x"}], user_id="ana"), InvalidMessageError)
     refuses(lambda: seeded.update(entry_id, longest + "x", "ana"), InvalidQueryError)
     assert seeded.get(entry_id, "ana").text == longest.strip()
     assert stored_state(seeded, "ana") == before
