@@ -50,8 +50,38 @@ def _parser() -> argparse.ArgumentParser:
     )
     mtm.add_argument("--out", type=Path, help="also write the results as JSON here")
     loco = suites.add_parser("locomo", help="tiermem beside naive-rag, bm25, full-context")
-    loco.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
-    loco.add_argument("--out", type=Path, required=True, help="results, report and plots")
+    loco.add_argument(
+        "--data",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a LoCoMo-format JSON file (repeatable: each is run, into OUT/<file stem>)",
+    )
+    loco.add_argument(
+        "--bursty",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="also run FILE's bursty variant, every sentence its own message "
+        "(repeatable, into OUT/<file stem>-bursty)",
+    )
+    loco.add_argument(
+        "--out", type=Path, required=True, help="a folder per data set, and the summary"
+    )
+    loco.add_argument(
+        "--split",
+        choices=("choose", "report", "all"),
+        default="all",
+        help="the conversations at position %% 10 < 7 (choose), the others (report), or all",
+    )
+    loco.add_argument(
+        "--embed-cache",
+        type=Path,
+        metavar="DIR",
+        help="memoise embeddings on disk here, for naive-rag and tiermem and later runs",
+    )
     loco.add_argument(
         "--systems", default=",".join(("tiermem", "naive-rag", "bm25", "full-context"))
     )
@@ -131,7 +161,9 @@ def _parser() -> argparse.ArgumentParser:
     sel.add_argument("--out", type=Path, required=True, help="rows, summary")
     sel.add_argument("--model", default="qwen0.5b", help="the base model (llama.cpp alias/GGUF)")
     sel.add_argument("--adapter", type=Path, help="a GGUF LoRA on --model (pointwise-lora)")
-    sel.add_argument("--split", default="test", help="train, tune or test (conversations 8-9)")
+    sel.add_argument(
+        "--split", default="test", help="by position %% 10: train (0-6), tune (7) or test (8-9)"
+    )
     sel.add_argument("-k", type=int, default=10, help="kept at most; the pool is 2k")
     sel.add_argument("--questions", type=int, help="per conversation, evenly spaced (default: all)")
     sel.add_argument("--budget", default="300,600,1200", help="token budgets of the context")
@@ -203,26 +235,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             demo_main(args.data_dir, args.embedder, None if args.no_slm else args.model, console)
         elif args.command == "bench":
             if args.suite == "locomo":
-                from tiermem.bench.locomo import RunConfig, run
+                from tiermem.bench.locomo import RunConfig
+                from tiermem.bench.suite import dataset_configs, run_all
 
-                run(
-                    RunConfig(
-                        data=args.data,
-                        out=args.out,
-                        systems=tuple(x.strip() for x in args.systems.split(",") if x.strip()),
-                        conversations=_names(args.conversations, "--conversations"),
-                        max_questions=args.max_questions,
-                        k=args.k,
-                        budgets=_budgets(args.budget),
-                        model=args.model,
-                        roles=_roles(args.roles),
-                        generator=args.generator,
-                        judge_url=args.judge_url,
-                        judge_model=args.judge_model,
-                        resume=args.resume,
-                    ),
-                    console,
+                base = RunConfig(
+                    data=Path(),  # each data set's file, in dataset_configs
+                    out=args.out,
+                    systems=tuple(x.strip() for x in args.systems.split(",") if x.strip()),
+                    conversations=_names(args.conversations, "--conversations"),
+                    max_questions=args.max_questions,
+                    k=args.k,
+                    budgets=_budgets(args.budget),
+                    model=args.model,
+                    roles=_roles(args.roles),
+                    generator=args.generator,
+                    judge_url=args.judge_url,
+                    judge_model=args.judge_model,
+                    resume=args.resume,
+                    split=args.split,
+                    embed_cache=args.embed_cache,
                 )
+                run_all(dataset_configs(base, args.data, args.bursty), args.out, console)
             elif args.suite == "ablations":
                 from tiermem.bench.ablations import main as ablations_main
 

@@ -24,7 +24,9 @@ def add_train_parser(commands: Any) -> None:
     sub = train.add_subparsers(dest="train_command", required=True)
     ds = sub.add_parser("dataset", help="a split's (question, candidate) examples as JSONL")
     ds.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
-    ds.add_argument("--split", default="train", help="train (0-6), tune (7) or test (8-9)")
+    ds.add_argument(
+        "--split", default="train", help="by position %% 10: train (0-6), tune (7) or test (8-9)"
+    )
     ds.add_argument("--out", type=Path, required=True, help="the JSONL file to write")
     ds.add_argument("-k", type=int, default=10, help="hits asked for; the pool is 2k")
     ds.add_argument(
@@ -32,7 +34,11 @@ def add_train_parser(commands: Any) -> None:
     )
     ds.add_argument("--seed", type=int, default=0)
     ds.add_argument("--max-questions", type=int, help="per conversation, in file order")
-    ds.add_argument("--categories", default="1,2,3,4", help="LoCoMo categories (5: adversarial)")
+    ds.add_argument(
+        "--categories",
+        help="category or question-type names, or LoCoMo ids 1-5 "
+        "(default: questions with evidence, not adversarial)",
+    )
     ds.add_argument("--embedder", choices=("sentence-transformers", "hash"), default=None)
     sel = sub.add_parser("selector", help="LoRA-tune the pointwise selector, export it to GGUF")
     sel.add_argument("--dataset", type=Path, required=True, help="from tiermem train dataset")
@@ -72,11 +78,18 @@ def _count(text: str | None, option: str, default: int | None) -> int | None:
     return int(text)
 
 
-def _categories(text: str) -> tuple[int, ...]:
+def _categories(text: str | None) -> tuple[str, ...] | None:
+    """Category or question-type names; LoCoMo's ids 1-5 stand for its category names."""
+    if text is None:
+        return None
+    from tiermem.bench.datasets.locomo import CATEGORIES
+
     names = [x.strip() for x in text.split(",") if x.strip()]
-    if not names or not all(x in "12345" and len(x) == 1 for x in names):
-        raise TrainingInputError(f"--categories takes LoCoMo categories 1-5, got {text!r}")
-    return tuple(int(x) for x in names)
+    if not names or any(x.isdigit() and int(x) not in CATEGORIES for x in names):
+        raise TrainingInputError(
+            f"--categories takes category names or LoCoMo's ids 1-5, got {text!r}"
+        )
+    return tuple(CATEGORIES[int(x)] if x.isdigit() else x for x in names)
 
 
 def run_train(args: argparse.Namespace, console: Console) -> int:

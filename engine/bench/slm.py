@@ -1,12 +1,12 @@
 """``tiermem bench slm``: what the online SLM roles cost and how reliably they answer.
 
 One LoCoMo-format conversation is ingested through the full online path (rules + writer),
-then questions (categories 1-4) go through controller, selector and generator. Reported per
-role: calls, JSON validity (schema-valid outputs / calls), fallbacks, guard events, latency
-p50/p95; for ingestion: model calls and tokens per ingested turn. The model-free path
-(verbatim turns, plain query, fused order) runs on the same questions in the same run as the
-baseline, with the evidence recall of both: the share of gold evidence turns among the
-source turns of the memories delivered.
+then the headline questions (with evidence, not adversarial) go through controller, selector
+and generator. Reported per role: calls, JSON validity (schema-valid outputs / calls),
+fallbacks, guard events, latency p50/p95; for ingestion: model calls and tokens per ingested
+turn. The model-free path (verbatim turns, plain query, fused order) runs on the same
+questions in the same run as the baseline, with the evidence recall of both: the share of
+gold evidence turns among the source turns of the memories delivered.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
-from tiermem.bench.datasets.locomo import LocomoSample, load_locomo, session_messages
+from tiermem.bench.datasets import load_dataset
+from tiermem.bench.datasets.conversation import Conversation, session_messages
 from tiermem.bench.metrics import evidence_recall
 from tiermem.bench.stats import percentile
 from tiermem.config import BackendConfig, GeneratorConfig, SLMConfig, TiermemConfig
@@ -42,7 +43,7 @@ class PathResult:
 
 
 def run_path(
-    sample: LocomoSample, config: TiermemConfig, label: str, questions: int, k: int
+    sample: Conversation, config: TiermemConfig, label: str, questions: int, k: int
 ) -> PathResult:
     user = sample.sample_id
     with Memory(config) as memory:
@@ -55,7 +56,7 @@ def run_path(
             entries += len(result.entries)
             fallback = session.date or fallback
         ingest_s = time.perf_counter() - started
-        asked = [q for q in sample.questions if q.category in (1, 2, 3, 4) and q.evidence]
+        asked = [q for q in sample.questions if q.headline]
         recalls, tokens, latencies = [], [], []
         for q in asked[:questions]:
             began = time.perf_counter()
@@ -134,7 +135,7 @@ def main(
     out: Path | None,
     console: Console,
 ) -> list[PathResult]:
-    samples, _ = load_locomo(data)
+    samples, _ = load_dataset(data)
     sample = samples[conversation]
     results = []
     for label, chosen in ((f"slm ({model})", model), ("model-free baseline", None)):
@@ -143,7 +144,7 @@ def main(
             results.append(run_path(sample, _config(Path(tmp), chosen, k), label, questions, k))
     summary = Table(
         title=f"{sample.sample_id}: ingestion cost and evidence recall, k={k}, "
-        f"{questions} questions (categories 1-4)"
+        f"{questions} headline questions"
     )
     for column in (
         "path",

@@ -1,18 +1,20 @@
-"""The systems a LoCoMo run compares, behind one interface: build from a conversation, then
+"""The systems a benchmark run compares, behind one interface: build from a conversation, then
 retrieve the context for a question. Baselines index the raw turns ``Speaker: text``."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 from qdrant_client.local.bm25 import DEFAULT_B, DEFAULT_K1, bm25_scores, document_tokens
-from tiermem.bench.datasets.locomo import LocomoSample, session_messages
+from tiermem.bench import BenchInputError
+from tiermem.bench.datasets.conversation import Conversation, session_messages
+from tiermem.components import Components, build_components
 from tiermem.config import TiermemConfig
 from tiermem.context import ContextTurn, Unit, pack
 from tiermem.embedding.base import Embedder, EmbedMode
@@ -44,7 +46,7 @@ Budget = int | None  # a token ceiling; None: the fixed-k delivery
 class System(Protocol):
     name: str
 
-    def build(self, sample: LocomoSample) -> BuildCost: ...
+    def build(self, sample: Conversation) -> BuildCost: ...
 
     def deliver(self, question: str, budgets: Sequence[Budget]) -> list[Retrieved]:
         """What the system hands a generator for ``question``, once per budget: the most it
@@ -67,7 +69,7 @@ class _Turns:
         return [t.line for t in self.ordered]
 
 
-def _turns(sample: LocomoSample) -> _Turns:
+def _turns(sample: Conversation) -> _Turns:
     out = []
     previous = next((s.date for s in sample.sessions if s.date), None)
     for session in sample.sessions:
@@ -75,7 +77,7 @@ def _turns(sample: LocomoSample) -> _Turns:
         when = session.date or (previous + timedelta(days=1) if previous else None)
         when = when or datetime(1970, 1, 1, tzinfo=UTC)
         out += [
-            ContextTurn(t.dia_id, f"s{session.index}", i, t.speaker, t.text, when)
+            ContextTurn(t.turn_id, f"s{session.index}", i, t.speaker, t.text, when)
             for i, t in enumerate(session.turns)
         ]
         previous = when
@@ -105,7 +107,7 @@ class NaiveRAG:
         self._turns = _Turns((), {})
         self._matrix = np.zeros((0, embedder.dim), dtype=np.float32)
 
-    def build(self, sample: LocomoSample) -> BuildCost:
+    def build(self, sample: Conversation) -> BuildCost:
         started = time.perf_counter()
         self._turns = _turns(sample)
         self._matrix = self._embedder.embed(self._turns.indexed, EmbedMode.DOCUMENT)
@@ -132,7 +134,7 @@ class BM25:
         self._turns = _Turns((), {})
         self._docs: dict[int, list[str]] = {}
 
-    def build(self, sample: LocomoSample) -> BuildCost:
+    def build(self, sample: Conversation) -> BuildCost:
         started = time.perf_counter()
         self._turns = _turns(sample)
         self._docs = {
@@ -160,7 +162,7 @@ class FullContext:
         self.name = "full-context"
         self._turns = _Turns((), {})
 
-    def build(self, sample: LocomoSample) -> BuildCost:
+    def build(self, sample: Conversation) -> BuildCost:
         self._turns = _turns(sample)
         return BuildCost(entries=len(self._turns.ordered))
 
@@ -177,20 +179,22 @@ class Tiermem:
     through ``search()`` (controller, hybrid first stage, selector). The memory lives under
     ``state_dir`` so an interrupted run resumes its ingestion where it stopped."""
 
-    def __init__(self, config: TiermemConfig, state_dir: Path, k: int) -> None:
+    def __init__(
+        self, config: TiermemConfig, state_dir: Path, k: int, embedder: Embedder | None = None
+    ) -> None:
         self.name = "tiermem"
         self._config, self._state, self._k = config, state_dir, k
+        self._embedder = embedder  # e.g. the run's cached one; None: the config's own
         self._memory: Memory | None = None
         self._user = ""
 
-    def build(self, sample: LocomoSample) -> BuildCost:
+    def build(self, sample: Conversation) -> BuildCost:
         self._user = sample.sample_id
-        config = TiermemConfig.for_data_dir(self._state / sample.sample_id)
-        self._memory = Memory(
-            self._config.model_copy(
-                update={"data_dir": config.data_dir, "mtm": config.mtm, "journal": config.journal}
-            )
+        paths = TiermemConfig.for_data_dir(self._state / sample.sample_id)
+        config = self._config.model_copy(
+            update={"data_dir": paths.data_dir, "mtm": paths.mtm, "journal": paths.journal}
         )
+        self._memory = Memory(config, components=self._components(config))
         started = time.perf_counter()
         entries = 0
         previous = next((s.date for s in sample.sessions if s.date), None)
@@ -217,6 +221,21 @@ class Tiermem:
             totals["fallbacks"],
             events,
         )
+
+    def _components(self, config: TiermemConfig) -> Components | None:
+        """The memory's collaborators with the given embedder in place of the config's own
+        (``None``: built by ``Memory`` from the config)."""
+        if self._embedder is None:
+            return None
+        built = build_components(config)
+        if built.store.dim != self._embedder.dim:
+            for close in (built.store.close, built.journal.close, *built.closers):
+                close()
+            raise BenchInputError(
+                f"embedder {self._embedder.name} gives {self._embedder.dim}-d vectors, the "
+                f"store is configured for {built.store.dim}"
+            )
+        return replace(built, embedder=self._embedder)
 
     def deliver(self, question: str, budgets: Sequence[Budget]) -> list[Retrieved]:
         """``Memory.context()`` at each budget, timed alone (``None``: the top ``k`` hits'

@@ -1,4 +1,5 @@
-"""The LoCoMo-format loader on a small fixture made here (the real data is never copied)."""
+"""The LoCoMo-format loader on small fixtures made here (the real data is never copied): LoCoMo's
+quirks, LongMemEval's empty messages and question types, the fixed split."""
 
 from __future__ import annotations
 
@@ -6,7 +7,11 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tiermem.bench.datasets.locomo import load_locomo, parse_session_date, session_messages
+import pytest
+from tiermem.bench import BenchInputError
+from tiermem.bench.datasets import load_dataset
+from tiermem.bench.datasets.conversation import session_messages, split_of
+from tiermem.bench.datasets.locomo import load_locomo, parse_session_date
 from tiermem.bench.metrics import evidence_recall
 
 FIXTURE = [
@@ -63,7 +68,10 @@ def test_loader_reads_sessions_questions_and_counts_quirks(tmp_path: Path) -> No
     assert sample.sessions[0].date == datetime(2024, 6, 3, 9, 5, tzinfo=UTC)
     assert sample.sessions[0].turns[1].text == "Look! [shares a photo: a photo of a bicycle]"
     multi = sample.questions[1]
-    assert (multi.answer, multi.evidence, multi.category) == ("2", ("D2:1", "D1:1"), 1)
+    assert (multi.answer, multi.evidence, multi.category) == ("2", ("D2:1", "D1:1"), "multi-hop")
+    assert [q.category for q in sample.questions] == ["single-hop", "multi-hop", "adversarial"]
+    assert [q.group for q in sample.questions] == ["single-hop", "multi-hop", "adversarial"]
+    assert [q.headline for q in sample.questions] == [True, True, False]
     assert sample.questions[2].answer == "Tofu"
     assert dict(quirks.counts) == {
         "session dates without a session": 1,
@@ -89,3 +97,87 @@ def test_dates_and_recall() -> None:
     )
     assert evidence_recall(("D1:1", "D1:2", "D2:1"), {"D1:1", "D2:1", "D9:9"}) == 2 / 3
     assert evidence_recall((), {"D1:1"}) == 0.0
+
+
+LONGMEMEVAL_LIKE = [
+    {
+        "sample_id": "lme-1",
+        "conversation": {
+            "speaker_a": "User",
+            "speaker_b": "Assistant",
+            "session_1_date_time": "8:38 pm on 16 July, 2023",
+            "session_1": [
+                {"speaker": "User", "dia_id": "D1:1", "text": "I take yoga twice a week."},
+                {"speaker": "Assistant", "dia_id": "D1:2", "text": ""},
+                {"speaker": "User", "dia_id": "D1:3", "text": " \u200b\u200b "},
+                {"speaker": "Assistant", "dia_id": "D1:4", "text": "x" * 40_000},
+            ],
+            "session_2_date_time": "9:00 am on 20 July, 2023",
+            "session_2": [{"speaker": "User", "dia_id": "D2:1", "text": "\u200b"}],
+            "session_3_date_time": "9:00 am on 1 August, 2023",
+            "session_3": [{"speaker": "User", "dia_id": "D3:1", "text": "Now three times."}],
+        },
+        "qa": [
+            {
+                "question": "How often do I take yoga?",
+                "answer": "Three times a week.",
+                "evidence": ["D1:1", "D3:1", "D1:3"],
+                "category": 4,
+                "question_type": "knowledge-update",
+            },
+            {
+                "question": "When did I start yoga?",
+                "answer": "July",
+                "evidence": ["D1:1"],
+                "category": 2,
+                "question_type": "temporal-reasoning",
+            },
+        ],
+    }
+]
+
+
+def test_empty_and_zero_width_messages_are_skipped_and_counted(tmp_path: Path) -> None:
+    path = tmp_path / "lme.json"
+    path.write_text(json.dumps(LONGMEMEVAL_LIKE))
+    (sample,), quirks = load_dataset(path)
+    turns = [t.turn_id for s in sample.sessions for t in s.turns]
+    assert turns == ["D1:1", "D1:4", "D3:1"]  # session 2 held only an invisible message
+    assert [s.index for s in sample.sessions] == [1, 3]
+    assert len(sample.sessions[0].turns[1].text) == 40_000  # kept whole
+    assert sample.questions[0].evidence == ("D1:1", "D3:1")
+    assert dict(quirks.counts) == {
+        "empty messages (skipped)": 3,
+        "empty sessions": 1,
+        "evidence on empty messages (dropped)": 1,
+    }
+
+
+def test_question_types_are_kept_and_are_the_group(tmp_path: Path) -> None:
+    path = tmp_path / "lme.json"
+    path.write_text(json.dumps(LONGMEMEVAL_LIKE))
+    (sample,), _ = load_dataset(path)
+    first, second = sample.questions
+    assert (first.category, first.question_type, first.group) == (
+        "single-hop",
+        "knowledge-update",
+        "knowledge-update",
+    )
+    assert (second.category, second.group) == ("temporal", "temporal-reasoning")
+
+
+def test_a_file_that_is_not_locomo_format_is_a_typed_error(tmp_path: Path) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps([{"sample_id": "x"}]))
+    with pytest.raises(BenchInputError, match="not a LoCoMo-format JSON file"):
+        load_dataset(path)
+    with pytest.raises(BenchInputError, match="no data file"):
+        load_dataset(tmp_path / "missing.json")
+
+
+def test_one_split_rule_for_every_file() -> None:
+    locomo = [split_of(i) for i in range(10)]
+    assert locomo == ["choose"] * 7 + ["report"] * 3
+    longmemeval = [split_of(i) for i in range(119)]
+    assert longmemeval.count("report") == 3 * 11 + 2  # 110-116 choose, 117-118 report
+    assert longmemeval[10:20] == locomo  # interleaved, not a prefix

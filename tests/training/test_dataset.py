@@ -82,7 +82,7 @@ def test_no_test_conversation_leaks_into_train_or_tune(data: Path, tmp_path: Pat
         assert {e.meta.split for e in examples} == {split}
         assert stats.examples == len(examples) > 0
         assert stats.questions == 3 * stats.conversations  # the adversarial one left out
-        assert {e.meta.category for e in examples} == {1, 4}
+        assert {e.meta.category for e in examples} == {"multi-hop", "single-hop"}
     assert found == {
         "train": {f"fx-{i}" for i in range(7)},
         "tune": {"fx-7"},
@@ -145,7 +145,7 @@ def test_an_unknown_split_or_a_short_file_is_a_typed_error(data: Path, tmp_path:
     short = tmp_path / "short.jsonl"
     short_data = tmp_path / "short.json"
     short_data.write_text(json.dumps([_conversation(i) for i in range(8)]))
-    with pytest.raises(TrainingInputError, match="conversations 8-9, the file has 8"):
+    with pytest.raises(TrainingInputError, match="positions 8-9 modulo 10, the file has 8"):
         write_dataset(_config(short_data, "test"), short)
     assert not short.exists()
 
@@ -165,6 +165,20 @@ def test_the_cli_writes_a_split_and_says_what_it_holds(
     assert main([*args, "--negatives", "some"]) == 2
     assert "error: --negatives takes a count or 'all'" in capsys.readouterr().out
     assert main([*args, "--categories", "4,6"]) == 2
-    assert "error: --categories takes LoCoMo categories 1-5" in capsys.readouterr().out
+    assert "error: --categories takes category names or LoCoMo's ids 1-5" in capsys.readouterr().out
     assert main([*args, "--embedder", "hash", "--categories", "5"]) == 0
-    assert {e.meta.category for e in read_examples(out)} == {5}
+    assert {e.meta.category for e in read_examples(out)} == {"adversarial"}
+    assert main([*args, "--embedder", "hash", "--categories", "multi-hop"]) == 0
+    assert {e.meta.category for e in read_examples(out)} == {"multi-hop"}
+
+
+def test_a_longer_file_is_split_by_position_modulo_ten(tmp_path: Path) -> None:
+    """LongMemEval S holds 119 conversations: every one of them lands in a split."""
+    from tiermem.bench.datasets.conversation import Conversation
+    from tiermem.training.dataset import split_samples
+
+    samples = [Conversation(f"c{i}", "A", "B", (), ()) for i in range(23)]
+    found = {s: [i for i, _ in split_samples(samples, s)] for s in ("train", "tune", "test")}
+    assert found["tune"] == [7, 17]
+    assert found["test"] == [8, 9, 18, 19]
+    assert found["train"] == [*range(7), *range(10, 17), 20, 21, 22]
