@@ -352,6 +352,18 @@ class Journal:
         rows = self._query(f"SELECT DISTINCT speaker FROM turns {where} ORDER BY 1", params)
         return [r[0] for r in rows]
 
+    def had_memories(self, user_id: str, memory_ids: Sequence[str]) -> set[str]:
+        """Which of ``memory_ids`` this user ever had (deleted, evicted or merged ones too)."""
+        if not memory_ids:
+            self._check_open()
+            return set()
+        marks = ",".join("?" * len(memory_ids))
+        rows = self._query(
+            f"SELECT DISTINCT memory_id FROM audit WHERE user_id = ? AND memory_id IN ({marks})",
+            (user_id, *memory_ids),
+        )
+        return {r[0] for r in rows}
+
     def memory_ids(self, user_id: str) -> list[str]:
         """Every memory id this user ever had (the audit log keeps deleted and merged ones)."""
         rows = self._query(

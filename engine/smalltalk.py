@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from tiermem.types import Role, Turn
 
-_WORD = re.compile(r"[a-z0-9']+")
+_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*")  # words of any script: "спасибо" is one too
 _GREETING = re.compile(
     r"^(hi|hey|hello|hiya|yo|good (morning|afternoon|evening|night)|bye|goodbye|see you"
     r"( later| soon| tomorrow)?|take care|talk (to you )?(later|soon)|have a (good|nice|great)"

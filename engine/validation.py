@@ -243,6 +243,11 @@ def validate_hits(hits: object) -> list[SearchHit]:
     return checked
 
 
+# Fields of an OpenAI chat message that carry no text to remember: an agent passes its
+# transcript on as it is, and a tool call's message has ``content: None``.
+OPENAI_EXTRAS = frozenset({"tool_calls", "function_call", "refusal", "annotations", "audio"})
+
+
 def _as_message(index: int, raw: MessageLike) -> Message:
     if isinstance(raw, Message):
         return raw
@@ -250,6 +255,7 @@ def _as_message(index: int, raw: MessageLike) -> Message:
         return Message(role=Role.USER, content=raw)
     if isinstance(raw, Mapping):
         unknown = set(raw) - {"role", "content", "speaker", "name", "timestamp", "turn_id"}
+        unknown -= OPENAI_EXTRAS
         if unknown:
             names = sorted(unknown, key=repr)  # keys of any type, in a stable order
             raise InvalidMessageError(index, f"unknown fields {shown(names)}")

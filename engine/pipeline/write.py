@@ -36,7 +36,7 @@ logger = logging.getLogger(__name__)
 
 _ENTRY_NAMESPACE = uuid.UUID("6f1d9c8e-3b0a-5c4e-9d2f-7a1b2c3d4e5f")
 RELATED_MEMORIES = 5
-SESSION_CONTEXT_TURNS = 16  # the stored turns of the session an extractor sees before new ones
+SESSION_CONTEXT_TURNS = 64  # the stored turns of the session an extractor sees before new ones
 
 
 def entry_id_for(user_id: str, candidate: CandidateEntry) -> str:
@@ -74,12 +74,15 @@ def grown_entries(
     """Stored verbatim entries that a proposal with the same id extends with new source
     turns (an exchange whose answer went on in a later message), as they become: the new
     text, the source turns united; ``(stored, grown)`` pairs. A proposal naming no new turn is
-    a re-add: nothing."""
+    a re-add: nothing. An entry whose text no longer starts the new one (the user corrected
+    it with ``update()``) keeps its text and its turns."""
     out = []
     for p in proposed:
         old = stored.get(p.entry.id)
-        grows = old is not None and set(p.entry.source_turn_ids) - set(old.source_turn_ids)
-        if old is not None and old.kind in VERBATIM_KINDS and grows:
+        if old is None or old.kind not in VERBATIM_KINDS:
+            continue
+        grows = set(p.entry.source_turn_ids) - set(old.source_turn_ids)
+        if grows and p.entry.text.startswith(old.text):
             out.append((old, merged_entry(old, p.entry, now)))
     return out
 
@@ -113,7 +116,9 @@ def run_add(c: Components, user_id: str, session_id: str, turns: Sequence[Turn])
     proposed = materialise(extraction.candidates, user_id, c.clock.now())
     stored = {e.id: e for e in c.store.get(user_id, [p.entry.id for p in proposed])}
     grown = grown_entries(proposed, stored, c.clock.now())
-    proposed = [p for p in proposed if p.entry.id not in stored]
+    unseen = [p.entry.id for p in proposed if p.entry.id not in stored]
+    gone = c.journal.had_memories(user_id, unseen)  # deleted or evicted: it stays gone
+    proposed = [p for p in proposed if p.entry.id not in stored and p.entry.id not in gone]
     vectors = (
         embed_entries(c, [p.entry for p in proposed])
         if proposed

@@ -8,6 +8,7 @@ writer plugs in through the same ``EntryExtractor`` interface.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,6 +20,7 @@ from tiermem.types import MemoryEntry, MemoryKind, Turn
 
 # Knobs of the model-free write path (how they were chosen: README, "Choosing the knobs").
 EXCHANGE_SIDE_WORDS = 60  # the most words an exchange takes from each of its two bursts
+EXCHANGE_SIDE_TURNS = 16  # and the most messages
 CHUNK_WORDS: int | None = 120  # a longer turn is indexed in pieces of this many words
 
 
@@ -59,13 +61,15 @@ class EntryExtractor(Protocol):
 
 
 def verbatim_candidates(
-    turns: Sequence[Turn], chunk_words: int | None = None
+    turns: Sequence[Turn], chunk_words: int | None = CHUNK_WORDS
 ) -> tuple[CandidateEntry, ...]:
     """One verbatim entry per turn, "Speaker: content", keyed by the turn (re-adding it
     proposes the same entry id). A turn of more than ``chunk_words`` words (a pasted document,
     a long assistant answer) is indexed in pieces of that many words instead, each pointing
     at the whole turn: an embedder reads only a text's first few hundred word pieces, and a
-    piece matches a question that the whole dilutes. The journal keeps the turn whole.
+    piece matches a question that the whole dilutes. The journal keeps the turn whole. A
+    "word" is at most 40 characters: text without spaces (minified JSON, a URL list) is cut
+    into pieces too.
 
     >>> from datetime import UTC, datetime
     >>> from tiermem.types import Role
@@ -91,11 +95,25 @@ def verbatim_candidates(
     return tuple(out)
 
 
+_SEGMENT = re.compile(r"\S{1,40}")
+
+
+def _segments(text: str) -> list[re.Match[str]]:
+    """The words of ``text``, a word longer than 40 characters in 40-character parts."""
+    return list(_SEGMENT.finditer(text))
+
+
+def _span(text: str, words: Sequence[re.Match[str]]) -> str:
+    """The text from the first of ``words`` to the last, its white space made single spaces
+    (a long word stays whole)."""
+    return " ".join(text[words[0].start() : words[-1].end()].split())
+
+
 def _pieces(text: str, chunk_words: int | None) -> list[str]:
-    words = text.split()
+    words = _segments(text)
     if chunk_words is None or len(words) <= chunk_words:
         return [text]
-    return [" ".join(words[i : i + chunk_words]) for i in range(0, len(words), chunk_words)]
+    return [_span(text, words[i : i + chunk_words]) for i in range(0, len(words), chunk_words)]
 
 
 def bursts(turns: Sequence[Turn]) -> list[tuple[Turn, ...]]:
@@ -120,10 +138,10 @@ def bursts(turns: Sequence[Turn]) -> list[tuple[Turn, ...]]:
 
 
 def _words_text(text: str, limit: int, tail: bool) -> str:
-    words = text.split()
+    words = _segments(text)
     if len(words) <= limit:
-        return " ".join(words)
-    return " ".join(words[-limit:] if tail else words[:limit])
+        return " ".join(text.split())
+    return _span(text, words[-limit:] if tail else words[:limit])
 
 
 def _side(burst: Sequence[Turn], limit: int, tail: bool) -> list[tuple[Turn, str]]:
@@ -133,12 +151,12 @@ def _side(burst: Sequence[Turn], limit: int, tail: bool) -> list[tuple[Turn, str
     order = list(reversed(burst)) if tail else list(burst)
     taken: list[tuple[Turn, str]] = []
     left = limit
-    for turn in order:
+    for turn in order[:EXCHANGE_SIDE_TURNS]:
         if left <= 0:
             break
         text = _words_text(turn.content, left, tail)
         taken.append((turn, text))
-        left -= len(turn.content.split())
+        left -= len(_segments(turn.content))
     return list(reversed(taken)) if tail else taken
 
 
@@ -166,9 +184,10 @@ def exchange_candidates(
 
     ``before`` are the session's stored turns said before ``turns`` (so an exchange forms
     whether the messages came in one ``add()`` or one at a time); each side keeps at most
-    ``side_words`` words, the words nearest the other side. An exchange is keyed by its first
-    turn: when a later message extends its answer, the entry is re-proposed with the same id
-    and grows (``grown_entries``). Small talk ("thanks!") pairs with nothing, unless it
+    ``side_words`` words (and ``EXCHANGE_SIDE_TURNS`` messages), the words nearest the other
+    side. An exchange is keyed by the last turn before its answer: when a later message
+    extends the answer, the entry is re-proposed with the same id and grows
+    (``tiermem.pipeline.write.grown_entries``). Small talk ("thanks!") pairs with nothing, unless it
     answers a question ("Did you pass?" / "yes!").
 
     >>> from datetime import UTC, datetime
@@ -183,8 +202,11 @@ def exchange_candidates(
     [('t0', 't1', 't2')]
     """
     new_ids = {t.turn_id for t in turns}
-    kept_ids = {t.turn_id for t in kept} | {t.turn_id for t in before}
-    seq = [t for t in before if t.turn_id not in new_ids] + list(turns)
+    kept_ids = {t.turn_id for t in kept}
+    # in the order things were said (a back-filled message goes where it belongs)
+    seq = sorted(
+        [t for t in before if t.turn_id not in new_ids] + list(turns), key=lambda t: t.timestamp
+    )
     out = []
     for first, second in pairwise(bursts(seq)):
         if first[0].session_id != second[0].session_id:
@@ -202,7 +224,7 @@ def exchange_candidates(
                 source_turn_ids=tuple(t.turn_id for t in members),
                 event_time=members[0].timestamp,
                 session_id=members[0].session_id,
-                stable_key=f"exchange:{members[0].turn_id}",
+                stable_key=f"exchange:{a[-1][0].turn_id}",
             )
         )
     return tuple(out)

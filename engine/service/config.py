@@ -24,7 +24,8 @@ class ServiceConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     keys_file: Path | None = None
-    max_body_bytes: int = Field(default=1_048_576, gt=0)
+    # a message of MAX_CONTENT_CHARS characters, each escaped as JSON's \\uXXXX pair at worst
+    max_body_bytes: int = Field(default=4 * 1_048_576, gt=0)
     max_text_chars: int = Field(default=MAX_CONTENT_CHARS, gt=0, le=MAX_CONTENT_CHARS)
     max_query_chars: int = Field(default=MAX_QUERY_CHARS, gt=0, le=MAX_QUERY_CHARS)
     max_messages: int = Field(default=256, gt=0)

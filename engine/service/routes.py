@@ -30,7 +30,7 @@ from tiermem.service.config import ServiceConfig
 from tiermem.service.keys import KeyRing, Tenant
 from tiermem.service.tenancy import UserScope
 from tiermem.types import AddResult, AnswerResult, AuditEvent, MemoryEntry, SearchHit, Turn
-from tiermem.validation import MAX_MEMORY_TEXT_CHARS, validate_text
+from tiermem.validation import MAX_MEMORY_TEXT_CHARS, is_blank, validate_text
 
 
 class JSONBody(JSONResponse):
@@ -115,7 +115,11 @@ def api_router(service: Service) -> APIRouter:
             raise InvalidLimitError("messages", len(messages), limits.max_messages)
         for index, message in enumerate(messages):
             content = message if isinstance(message, str) else message.content
-            if content is not None and len(content) > limits.max_text_chars:
+            if (
+                content is not None
+                and not is_blank(content)
+                and len(content) > limits.max_text_chars
+            ):
                 raise InvalidMessageError(
                     index, f"content exceeds {limits.max_text_chars} characters"
                 )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from tiermem import AuditOp, ManualClock, Memory, MemoryKind
 from tiermem.roles.extract import exchange_candidates
 from tiermem.validation import normalize_messages
@@ -108,3 +110,68 @@ def test_deleting_an_exchange_keeps_its_turns(memory: Memory) -> None:
     memory.delete(pair.id, "ana")
     left = memory.get_all("ana")
     assert sorted(e.text for e in left) == ["Ana: I sing in a choir.", "Assistant: Which one?"]
+
+
+def test_a_deleted_exchange_does_not_come_back_when_its_answer_goes_on(memory: Memory) -> None:
+    said = chat(
+        ("user", "Where did you travel in May?"),
+        ("assistant", "To Lisbon, for the jazz festival."),
+        ("assistant", "The trams there are yellow."),
+    )
+    first = memory.add(said[:2], "ana", "s1")
+    pair = next(e for e in first.entries if e.kind is MemoryKind.EXCHANGE)
+    memory.delete(pair.id, "ana")
+    # The user asked for this memory to be gone; a later message must not bring it back
+    # (same id, the deleted words in it).
+    memory.add(said[2], "ana", "s1")
+    assert pair.id not in {e.id for e in memory.get_all("ana")}
+
+
+def test_an_exchange_that_grows_keeps_the_users_correction(memory: Memory) -> None:
+    said = chat(
+        ("user", "Where did you travel in May?"),
+        ("assistant", "To Lisbon, for the jazz festival."),
+        ("assistant", "The trams there are yellow."),
+    )
+    first = memory.add(said[:2], "ana", "s1")
+    pair = next(e for e in first.entries if e.kind is MemoryKind.EXCHANGE)
+    memory.update(pair.id, "Ana travelled to Porto (not Lisbon) in May.", "ana")
+    memory.add(said[2], "ana", "s1")
+    # The user's update is not silently replaced by the regenerated exchange text.
+    assert "Porto (not Lisbon)" in memory.get(pair.id, "ana").text
+
+
+def test_a_message_stamped_before_the_stored_ones_is_not_taken_as_their_answer(
+    memory: Memory,
+) -> None:
+    later = chat(
+        ("user", "Where did you travel in May?"),
+        ("assistant", "To Lisbon, for the jazz festival."),
+        start=T0 + timedelta(days=1),
+    )
+    memory.add(later, "ana", "s1")
+    # An importer back-fills a message said a day earlier, in the same session.
+    earlier = memory.add(chat(("user", "My sister Carla moves to Berlin in spring.")), "ana", "s1")
+    when = {t.turn_id: t.timestamp for t in memory.components.journal.session_turns("ana", ["s1"])}
+    for e in memory.get_all("ana"):
+        if e.kind is MemoryKind.EXCHANGE:
+            times = [when[t] for t in e.source_turn_ids]
+            # an exchange reads in the order things were said
+            assert times == sorted(times), e.text
+    assert earlier.turns[0].timestamp < later[0]["timestamp"]  # type: ignore[operator]
+
+
+def test_a_long_burst_answered_one_message_at_a_time_is_one_exchange(memory: Memory) -> None:
+    items = "milk eggs flour butter sugar salt pepper rice beans lentils apples pears plums"
+    items += " grapes lemons limes onions"
+    said = chat(
+        *[("user", f"shopping item {w}") for w in items.split()],  # 17 short messages
+        ("assistant", "Got it, I will buy everything on the list tomorrow."),
+        ("assistant", "The limes may be sold out at the market."),
+    )
+    for message in said:  # an agent adding each message as it comes
+        memory.add(message, "ana", "s1")
+    exchanges = [e for e in memory.get_all("ana") if e.kind is MemoryKind.EXCHANGE]
+    # All in one add() this is one exchange; one at a time it must not fork into two
+    # overlapping ones (the second keyed by another first turn).
+    assert len(exchanges) == 1, [len(e.source_turn_ids) for e in exchanges]

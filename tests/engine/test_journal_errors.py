@@ -26,6 +26,7 @@ READS: dict[str, Call] = {
     "user_ids": lambda j: j.user_ids(),
     "speakers": lambda j: j.speakers("ana"),
     "memory_ids": lambda j: j.memory_ids("ana"),
+    "had_memories": lambda j: j.had_memories("ana", ["m1"]),
     "ltm_history": lambda j: j.ltm_history("n1"),
     "count_audit": lambda j: j.count_audit("ana"),
     "unfinished": lambda j: j.unfinished(),

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from tiermem import EmptyMessagesError, Memory, MemoryKind
 from tiermem.roles.extract import CHUNK_WORDS
@@ -81,3 +83,39 @@ def test_a_message_over_the_limit_is_refused_and_stores_nothing(memory: Memory) 
     with pytest.raises(Exception, match="exceeds"):
         memory.add(chat(("user", "x" * (MAX_CONTENT_CHARS + 1))), "ana")
     assert [e.text for e in memory.get_all("ana")] == ["Ana: I keep bees."]
+
+
+def test_a_long_message_without_spaces_is_indexed_in_pieces_too(memory: Memory) -> None:
+    # A pasted config or log line (minified JSON, base64, a URL list) is one "word".
+    settings = {f"setting_{i}": f"value_{i}" for i in range(6000)}
+    settings["wifi_password"] = "zebracorn42"
+    text = json.dumps(settings, separators=(",", ":"))
+    assert len(text) < MAX_CONTENT_CHARS
+    result = memory.add(
+        chat(
+            ("user", "Here is the router config, what is the wifi password?"), ("assistant", text)
+        ),
+        "ana",
+    )
+    exchange = next(e for e in result.entries if e.kind is MemoryKind.EXCHANGE)
+    # each side of an exchange is capped (60 words): not 160,000 characters of one word
+    assert len(exchange.text) < 10_000
+    # the piece that holds the password can be delivered in a budget the service allows
+    ctx = memory.context("wifi_password zebracorn42", "ana", budget_tokens=4_000)
+    assert "zebracorn42" in ctx.text
+
+
+def test_an_openai_tool_call_message_is_left_out(memory: Memory) -> None:
+    messages = chat(
+        ("user", "What is the weather in Porto?"),
+        ("assistant", "placeholder"),
+        ("assistant", "It is sunny in Porto, 24 degrees."),
+    )
+    # what an OpenAI chat completion returns for a tool call, as agents pass it on
+    messages[1]["content"] = None
+    messages[1]["tool_calls"] = [
+        {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+    ]
+    result = memory.add(messages, "ana")
+    assert result.empty_messages == (1,)
+    assert len(result.turns) == 2

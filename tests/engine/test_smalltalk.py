@@ -99,3 +99,14 @@ def test_model_free_path_keeps_content_that_starts_with_thanks(memory: Memory) -
         "Ana: Thanks, and my new address is 12 Rua Augusta."
     ]
     assert result.skipped_turn_ids == ()
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["Я переехала в Порту в мае.", "我五月搬到了波尔图。", "Μετακόμισα στο Πόρτο τον Μάιο."],
+)
+def test_a_message_in_another_script_is_not_small_talk(memory: Memory, content: str) -> None:
+    # Not only ASCII letters are words: "I moved to Porto in May" in Russian, Chinese, Greek.
+    result = memory.add(chat(("user", content)), "ana")
+    assert result.skipped_turn_ids == ()
+    assert [e.text for e in result.entries] == [f"Ana: {content}"]

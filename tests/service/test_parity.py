@@ -36,6 +36,7 @@ from tiermem.errors import (
 )
 from tiermem.remote import AsyncRemoteMemory, RemoteMemory
 from tiermem.service.wire import encode
+from tiermem.validation import MAX_CONTENT_CHARS
 
 from tests.conftest import T0, chat
 from tests.engine.test_api_parity import _script
@@ -241,3 +242,28 @@ def test_the_clients_have_every_method_of_memory() -> None:
     assert _public(AsyncRemoteMemory) == wanted
     for name in wanted:
         assert asyncio.iscoroutinefunction(getattr(AsyncRemoteMemory, name)), name
+
+
+def _add_outcome(call: Call, messages: object) -> tuple[object, ...]:
+    try:
+        result = call("add", messages, "ana")
+    except TiermemError as exc:
+        return (type(exc).__name__, str(exc))
+    return ("added", len(result.turns), result.empty_messages)
+
+
+def test_a_long_non_ascii_message_memory_takes_is_taken_over_http(tmp_path: Path) -> None:
+    """Memory takes a message of up to MAX_CONTENT_CHARS characters; so must the service
+    with its default limits (the client escapes every non-ASCII character as \\uXXXX)."""
+    document = "Notes: " + "Приветмир " * 24_000  # 240,007 characters, under the limit
+    assert len(document) <= MAX_CONTENT_CHARS
+    embedded, over_http = _faces(tmp_path, lambda call: [_add_outcome(call, [document])])
+    assert embedded == [("added", 1, ())]
+    assert over_http == embedded
+
+
+def test_a_blank_message_over_the_length_limit_is_left_out_on_both_faces(tmp_path: Path) -> None:
+    messages = [{"role": "assistant", "content": " " * (MAX_CONTENT_CHARS + 1)}, "Ana keeps bees."]
+    embedded, over_http = _faces(tmp_path, lambda call: [_add_outcome(call, messages)])
+    assert embedded == [("added", 1, (0,))]
+    assert over_http == embedded

@@ -531,3 +531,23 @@ def test_a_copy_of_a_stored_turn_it_was_shown_is_dropped(
 )
 def test_what_counts_as_a_restatement(text: str, turn: str, restated: bool) -> None:
     assert restates(text, [turn]) is restated
+
+
+def test_a_long_message_is_indexed_in_pieces_with_the_writer_too(
+    make_slm_memory: Callable[..., Memory],
+) -> None:
+    """The writer sees a turn's first 400 characters; the verbatim turn it keeps is the only
+    record of the rest, so it is indexed in pieces as on the model-free path."""
+    memory = make_slm_memory(controller={"enabled": False}, selector={"enabled": False})
+    topics = [
+        "The garden needs watering twice a week in summer.",
+        "Our neighbour Paul repairs old radios in his garage.",
+        "The train to the coast leaves at nine every Saturday.",
+        "My aunt bakes rye bread with caraway seeds.",
+    ]
+    said = [topics[i % len(topics)].replace(".", f" number {i}.") for i in range(60)]
+    said[45] = "The spare key is hidden under the blue flowerpot beside the shed."
+    result = memory.add(chat(("user", " ".join(said))), user_id="maya")
+    assert len([e for e in result.entries if e.kind is MemoryKind.TURN]) > 1
+    ctx = memory.context("where is the spare key hidden", "maya", budget_tokens=200)
+    assert "flowerpot" in ctx.text
