@@ -262,3 +262,31 @@ def test_a_turn_that_repeats_one_delivered_is_passed_over() -> None:
         "s1:1",
         "s1:2",
     )
+
+
+def test_a_turn_found_again_takes_no_second_rank() -> None:
+    turns = _turns()
+    # the turn alone, then the exchange holding it, then another find
+    hits = _hits([("s1:1",), ("s1:0", "s1:1"), ("s2:0",)])
+    plain = Expansion(reply=0, previous=0, burst=0, member=0, distinct=False)
+    assert [(u.turn_ids, round(u.value, 2)) for u in hit_units(hits, turns, plain)][-1] == (
+        ("s2:0",),
+        0.33,
+    )
+    distinct = replace(plain, distinct=True)
+    # the exchange adds a turn (s1:0): it keeps its rank; a hit adding nothing takes none
+    again = _hits([("s1:1",), ("s1:1",), ("s2:0",)])
+    assert [(u.turn_ids, round(u.value, 2)) for u in hit_units(again, turns, distinct)] == [
+        (("s1:1",), 1.0),
+        (("s2:0",), 0.5),
+    ]
+
+
+def test_units_by_value_per_token_put_a_cheap_find_before_a_costly_one() -> None:
+    turns = {**_turns(), "s1:0": replace(_turns()["s1:0"], text="I adopted a cat. " * 40)}
+    hits = _hits([("s1:0",), ("s1:2",)])
+    flat = Expansion(reply=0, previous=0, burst=0, member=0)
+    counter = ApproxTokenCounter()
+    assert [u.turn_ids for u in hit_units(hits, turns, flat, counter)] == [("s1:0",), ("s1:2",)]
+    dense = replace(flat, cost_power=0.5)
+    assert [u.turn_ids for u in hit_units(hits, turns, dense, counter)] == [("s1:2",), ("s1:0",)]
