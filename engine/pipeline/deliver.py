@@ -11,6 +11,7 @@ tokens; it is off by default, since the budget is the caller's."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -166,7 +167,7 @@ def hit_units(
 
         def density(u: Unit) -> float:
             tokens = sum(cost[t] for t in u.turn_ids) or counter.count(u.line or "") or 1
-            return u.value / tokens**power
+            return u.value / math.pow(tokens, power)
 
         units.sort(key=lambda u: -density(u))
     else:
