@@ -1,9 +1,8 @@
-"""Content words of a text, for the BM25 side of a search whose query is a text of its own
-and not a question: the writer's search for the memories related to new turns, where the
-turns' own "my", "is", "the" would match every memory.
+"""The lexical side of the first stage: which words of a query BM25 should match.
 
-Questions go to BM25 whole (``tiermem.pipeline.read``): measured on LoCoMo, LongMemEval-S and
-bursty LoCoMo, the content words alone lost evidence the question's wording found.
+Qdrant's text index (and its local BM25) keeps stop words, so "What is my dog's name?" would
+rank every turn containing "my" or "is" above one about a greyhound called Comet. Only the
+query's content words go to BM25; documents keep theirs (only query terms score).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from tiermem.components import Components
 from tiermem.embedding.base import EmbedMode, Vectors, check_vectors
+from tiermem.lexical import lexical_query
 from tiermem.ranking import reciprocal_rank_fusion
 from tiermem.roles.plan import Candidate, RetrievalPlan, Route, budget_plan
 from tiermem.types import MemoryKind, ScoreExplanation, SearchFilters, SearchHit, Tier, Turn
@@ -76,10 +77,7 @@ def _mtm_candidates(
     budget: int,
     found: dict[str, Candidate],
 ) -> list[str]:
-    # BM25 reads the whole query, stop words too: its IDF already weighs them down, and on
-    # LongMemEval-S the content words alone lost evidence that the question's wording found
-    # (chosen by the worst of three data sets; README, "Choosing the knobs").
-    hits = c.store.hybrid_search(user_id, vector, text, plan.filters, budget)
+    hits = c.store.hybrid_search(user_id, vector, lexical_query(text), plan.filters, budget)
     fused = reciprocal_rank_fusion(
         {"dense": [h.entry.id for h in hits.dense], "bm25": [h.entry.id for h in hits.lexical]},
         k=HYBRID_RRF_K,
