@@ -11,7 +11,6 @@ tokens; it is off by default, since the budget is the caller's."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -19,7 +18,6 @@ from tiermem.components import Components
 from tiermem.context import ContextTurn, DeliveredContext, Unit, pack
 from tiermem.pipeline.read import record_access
 from tiermem.render import render_memory
-from tiermem.tokens import TokenCounter
 from tiermem.types import MemoryKind, SearchHit, Tier, Turn
 
 
@@ -32,7 +30,6 @@ class Expansion:
     of that burst worth ``decay`` times the one before; ``reach``: the most neighbours
     offered on each side; ``member``: each turn of a hit of several turns (an exchange) on
     its own, for when the whole does not fit (a long answer to a short question);
-    ``cost_power``: units are offered by value / tokens ** cost_power (0: by value alone);
     ``distinct``: a hit whose turns better hits already found takes no rank of its own.
     ``cut``: units worth less than this share of the best unit are not delivered.
     ``fall_off``: a hit is delivered only if one of its retrievers scored it at least this
@@ -44,7 +41,6 @@ class Expansion:
     decay: float = 0.7
     reach: int = 4
     member: float = 0.9
-    cost_power: float = 0.0
     distinct: bool = True
     cut: float = 0.0
     fall_off: float = 0.0
@@ -133,13 +129,9 @@ def _piece(hit: SearchHit, turns: Mapping[str, ContextTurn]) -> str | None:
 
 
 def hit_units(
-    hits: Sequence[SearchHit],
-    turns: Mapping[str, ContextTurn],
-    expansion: Expansion,
-    counter: TokenCounter | None = None,
+    hits: Sequence[SearchHit], turns: Mapping[str, ContextTurn], expansion: Expansion
 ) -> list[Unit]:
-    """Units for ``hits`` (best first) and their neighbours, best value first; with a
-    ``counter`` and ``expansion.cost_power`` > 0, best value per token (to the power) first."""
+    """Units for ``hits`` (best first) and their neighbours, best value first."""
     by_place = {(t.session_id, t.position): t for t in turns.values()}
     units: list[Unit] = []
     found: set[str] = set()
@@ -161,17 +153,7 @@ def hit_units(
             for near, share in neighbours(edge, step, by_place, expansion):
                 if near not in own:
                     units.append(Unit((near,), value * share))
-    if counter is not None and expansion.cost_power > 0:
-        cost = {t: max(1, counter.count(turns[t].line)) for u in units for t in u.turn_ids}
-        power = expansion.cost_power
-
-        def density(u: Unit) -> float:
-            tokens = sum(cost[t] for t in u.turn_ids) or counter.count(u.line or "") or 1
-            return u.value / math.pow(tokens, power)
-
-        units.sort(key=lambda u: -density(u))
-    else:
-        units.sort(key=lambda u: -u.value)  # stable: ties keep the hits' order
+    units.sort(key=lambda u: -u.value)  # stable: ties keep the hits' order
     if units and expansion.cut > 0:
         floor = units[0].value * expansion.cut
         units = [u for u in units if u.value >= floor]
@@ -220,7 +202,7 @@ def build_context(
     ids = sorted({t for h in hits if h.tier is Tier.MTM for t in h.source_turn_ids})
     sessions = sorted({t.session_id for t in c.journal.turns(user_id, ids).values()})
     turns = context_turns(c.journal.session_turns(user_id, sessions))
-    ctx = pack(hit_units(hits, turns, expansion, c.tokens), turns, budget_tokens, c.tokens)
+    ctx = pack(hit_units(hits, turns, expansion), turns, budget_tokens, c.tokens)
     delivered = delivered_hits(ctx, hits)
     return replace(ctx, hits=tuple(record_access(c, user_id, delivered) if record else delivered))
 

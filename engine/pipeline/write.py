@@ -119,13 +119,11 @@ def run_add(c: Components, user_id: str, session_id: str, turns: Sequence[Turn])
     unseen = [p.entry.id for p in proposed if p.entry.id not in stored]
     gone = c.journal.had_memories(user_id, unseen)  # deleted or evicted: it stays gone
     proposed = [p for p in proposed if p.entry.id not in stored and p.entry.id not in gone]
-    vectors = (
-        embed_entries(c, [p.entry for p in proposed])
-        if proposed
-        else np.zeros((0, c.store.dim), dtype=np.float32)
-        if grown
-        else None
-    )
+    vectors = None
+    if proposed:
+        vectors = embed_entries(c, [p.entry for p in proposed])
+    elif grown:  # only grown entries: nothing new to embed, they are re-embedded as merges
+        vectors = np.zeros((0, c.store.dim), dtype=np.float32)
     plan = (
         plan_writes(c, user_id, proposed, vectors, c.policy.merge_threshold, grown)
         if vectors is not None

@@ -280,13 +280,3 @@ def test_a_turn_found_again_takes_no_second_rank() -> None:
         (("s1:1",), 1.0),
         (("s2:0",), 0.5),
     ]
-
-
-def test_units_by_value_per_token_put_a_cheap_find_before_a_costly_one() -> None:
-    turns = {**_turns(), "s1:0": replace(_turns()["s1:0"], text="I adopted a cat. " * 40)}
-    hits = _hits([("s1:0",), ("s1:2",)])
-    flat = Expansion(reply=0, previous=0, burst=0, member=0)
-    counter = ApproxTokenCounter()
-    assert [u.turn_ids for u in hit_units(hits, turns, flat, counter)] == [("s1:0",), ("s1:2",)]
-    dense = replace(flat, cost_power=0.5)
-    assert [u.turn_ids for u in hit_units(hits, turns, dense, counter)] == [("s1:2",), ("s1:0",)]
