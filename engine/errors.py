@@ -185,6 +185,20 @@ class AuditError(TiermemError):
     """The audit log could not be written; the change it described was rolled back."""
 
 
+class JournalUnavailableError(AuditError):
+    """The journal cannot be written now (a full or read-only disk, an I/O error, a lock held
+    too long): nothing was changed, and retrying once the cause is gone may work."""
+
+
+class JournalLockedError(TiermemError):
+    """Another process holds this journal: one process writes a journal at a time."""
+
+    def __init__(self, path: object, pid: int | None) -> None:
+        super().__init__(f"journal {path} is in use by {_holder(pid)}; stop it first")
+        self.path = path
+        self.pid = pid
+
+
 class ClosedError(TiermemError):
     """The memory was used after ``close()``."""
 
@@ -288,3 +302,13 @@ class ServiceUnavailableError(ServiceError):
 
 class ServiceOverloadedError(ServiceUnavailableError):
     """Too many requests are in flight at the service (HTTP 503 with ``Retry-After``)."""
+
+
+class TenantBusyError(ServiceOverloadedError):
+    """This API key's tenant has its whole share of the service's requests in flight (HTTP
+    429 with ``Retry-After``): one tenant cannot take every slot from the others."""
+
+
+class RequestTimeoutError(ServiceError):
+    """The request's body did not arrive within the service's ``body_timeout_s`` (HTTP
+    408). Nothing was stored."""

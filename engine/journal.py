@@ -6,13 +6,22 @@ store has it. An intent found on open is a write a crash interrupted; ``tiermem.
 .recovery`` finishes it. An erasure (``forget_user``) is an intent too, a job that names only
 the user.
 
-Deleted rows are overwritten on disk (``PRAGMA secure_delete``): ``forget_user`` leaves no
-readable trace of the user in the file.
+Deleted rows are overwritten on disk (``PRAGMA secure_delete``), and an erasure ends by
+rewriting the file without its free space (``compact``, a job of its own that names no one):
+secure_delete alone left fragments of deleted rows in the free space of pages shared with other
+users' rows (issue #19), VACUUM rebuilds every page from the live rows only.
+
+Every failure of SQLite is an ``AuditError``; one that retrying later may cure (a full or
+read-only disk, an I/O error, a lock held too long) is a ``JournalUnavailableError``. One
+process holds a journal at a time (an ``flock`` on ``<journal>.lock``): a second one is refused
+with ``JournalLockedError`` instead of interleaving its writes.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -23,11 +32,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tiermem.changes import Change
-from tiermem.errors import AuditError, ClosedError
+from tiermem.errors import AuditError, ClosedError, JournalLockedError, JournalUnavailableError
+from tiermem.ltm.persist import DirectoryLock
 from tiermem.types import AuditEvent, AuditOp, Role, Turn
+
+logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2
 FORGET = "forget"  # the kind of an erasure job
+COMPACT = "compact"  # the job that rewrites the file after an erasure; it names no user
 IntentState = Literal["pending", "undoing"]
 # ``op_id`` on audit rows and turns: the intent that wrote them, so that a write the store
 # refused can be taken back out of the journal.
@@ -75,7 +88,41 @@ CREATE TABLE IF NOT EXISTS intents (
     state TEXT NOT NULL,
     payload TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS probe (pad BLOB);
 """
+_PROBE = 16_384  # bytes the readiness probe writes (and rolls back): a few pages
+# What SQLite says when a write may succeed later, once the disk or the lock holder lets it.
+_TRANSIENT = frozenset(
+    {
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_PERM,
+    }
+)
+
+
+def audit_error(what: str, exc: sqlite3.Error) -> AuditError:
+    """The typed error for SQLite's ``exc`` while doing ``what``: ``JournalUnavailableError``
+    for a full or read-only disk, an I/O error or a lock (retrying later may work),
+    ``AuditError`` for the rest (a corrupt file, a bug).
+
+    >>> full = sqlite3.OperationalError("database or disk is full")
+    >>> full.sqlite_errorcode = sqlite3.SQLITE_FULL
+    >>> type(audit_error("write", full)).__name__
+    'JournalUnavailableError'
+    >>> type(audit_error("read", sqlite3.DatabaseError("file is not a database"))).__name__
+    'AuditError'
+    """
+    code = getattr(exc, "sqlite_errorcode", None)
+    transient = code is not None and code & 0xFF in _TRANSIENT
+    cls = JournalUnavailableError if transient else AuditError
+    return cls(f"{what}: {exc}")
+
+
 # Version 1 had no intents (created above by IF NOT EXISTS) and no op_id columns.
 _FROM_V1 = (
     "ALTER TABLE audit ADD COLUMN op_id INTEGER",
@@ -128,6 +175,33 @@ class Intent:
     kind: str
     state: IntentState
     payload: dict[str, Any]
+
+
+def _prepare(conn: sqlite3.Connection) -> None:
+    """Settings, schema and migration of a newly opened connection."""
+    conn.execute("PRAGMA secure_delete = ON")
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.executescript(_SCHEMA)
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version == 0:
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    elif version == 1:
+        _migrate(conn, _FROM_V1)
+    elif version != SCHEMA_VERSION:
+        raise AuditError(f"journal schema {version} is not {SCHEMA_VERSION}")
+
+
+def _migrate(conn: sqlite3.Connection, statements: Sequence[str]) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in statements:
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 class JournalWriter:
@@ -190,58 +264,71 @@ class JournalWriter:
 class Journal:
     """SQLite audit log and turn log. ``path=None`` keeps the database in memory.
 
-    Every method raises ``AuditError`` when SQLite fails (another connection holding the file
-    longer than ``busy_timeout_s``, a full disk) and ``ClosedError`` after ``close()``; no
-    ``sqlite3`` error reaches the caller."""
+    Every method raises ``AuditError`` when SQLite fails: ``JournalUnavailableError`` when
+    retrying later may work (another connection holding the file longer than
+    ``busy_timeout_s``, a full or read-only disk); and ``ClosedError`` after ``close()``. No
+    ``sqlite3`` error reaches the caller. Opening a journal another process holds raises
+    ``JournalLockedError``."""
 
     def __init__(self, path: Path | None, *, busy_timeout_s: float = 5.0) -> None:
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
         self._closed = False
+        self._hold: DirectoryLock | None = None
+        if path is not None:
+            self._hold = DirectoryLock.acquire(
+                path.parent,
+                lock_file=f"{path.name}.lock",
+                refused=lambda _, pid: JournalLockedError(path, pid),
+                role="the journal's directory",
+            )
         try:
-            self._conn = sqlite3.connect(
+            self._conn = self._open(path, busy_timeout_s)
+        except BaseException:
+            if self._hold is not None:
+                self._hold.release()
+            raise
+        self._lock = threading.RLock()
+
+    def _open(self, path: Path | None, busy_timeout_s: float) -> sqlite3.Connection:
+        where = f"cannot open the journal at {path}"
+        try:
+            if path is not None:  # created owner-only before SQLite opens it (its -journal too)
+                os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+                if path.stat().st_mode & 0o077:  # made by a version that left it 0644
+                    path.chmod(0o600)
+            conn = sqlite3.connect(
                 str(path) if path else ":memory:",
                 timeout=busy_timeout_s,
                 check_same_thread=False,
                 isolation_level=None,
             )
-            self._conn.execute("PRAGMA secure_delete = ON")
-            self._conn.execute("PRAGMA foreign_keys = ON")
-            self._conn.executescript(_SCHEMA)
-            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-            if version == 0:
-                self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            elif version == 1:
-                self._migrate(_FROM_V1)
-            elif version != SCHEMA_VERSION:
-                raise AuditError(f"journal schema {version} is not {SCHEMA_VERSION}")
+        except OSError as exc:
+            raise JournalUnavailableError(f"{where}: {exc}") from exc
         except sqlite3.Error as exc:
-            raise AuditError(f"cannot open the journal at {path}: {exc}") from exc
-        self._lock = threading.RLock()
-
-    def _migrate(self, statements: Sequence[str]) -> None:
-        self._conn.execute("BEGIN IMMEDIATE")
+            raise audit_error(where, exc) from exc
         try:
-            for statement in statements:
-                self._conn.execute(statement)
-            self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            _prepare(conn)
+        except sqlite3.Error as exc:
+            conn.close()
+            raise audit_error(where, exc) from exc
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            conn.close()
             raise
-        self._conn.execute("COMMIT")
+        return conn
 
     def _check_open(self) -> None:
         if self._closed:
             raise ClosedError("the journal is closed")
 
-    def _query(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
+    def _query(
+        self, sql: str, params: Sequence[object] = (), failed: str = "cannot read the journal"
+    ) -> list[Any]:
         """Every row ``sql`` selects, read under the lock, with SQLite's errors typed."""
         with self._lock:
             self._check_open()
             try:
                 return self._conn.execute(sql, params).fetchall()
             except sqlite3.Error as exc:
-                raise AuditError(f"cannot read the journal: {exc}") from exc
+                raise audit_error(failed, exc) from exc
 
     @contextmanager
     def transaction(self) -> Iterator[JournalWriter]:
@@ -252,20 +339,30 @@ class Journal:
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
-                raise AuditError(f"cannot start a journal transaction: {exc}") from exc
+                raise audit_error("cannot start a journal transaction", exc) from exc
             try:
                 yield JournalWriter(self._conn)
             except sqlite3.Error as exc:  # a statement of the body (a full disk, a lock)
-                self._conn.execute("ROLLBACK")
-                raise AuditError(f"journal write failed: {exc}") from exc
+                self._rollback()
+                raise audit_error("journal write failed", exc) from exc
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                self._rollback()
                 raise
             try:
                 self._commit()
             except sqlite3.Error as exc:
-                self._conn.execute("ROLLBACK")
-                raise AuditError(f"journal commit failed: {exc}") from exc
+                self._rollback()
+                raise audit_error("journal commit failed", exc) from exc
+
+    def _rollback(self) -> None:
+        """Roll the open transaction back, if SQLite has not already done so itself (it does
+        on a full disk, and a second ROLLBACK then fails: "no transaction is active")."""
+        if not self._conn.in_transaction:
+            return
+        try:
+            self._conn.execute("ROLLBACK")
+        except sqlite3.Error:  # the error that brought us here is the one to raise
+            logger.warning("the journal could not roll back; SQLite rolls back on reopen")
 
     def _commit(self) -> None:
         self._conn.execute("COMMIT")
@@ -420,7 +517,9 @@ class Journal:
         ]
 
     def has_unfinished(self) -> bool:
-        return bool(self._query("SELECT 1 FROM intents LIMIT 1"))
+        """Whether a write or an erasure is unfinished (a pending compaction is not: it
+        holds no write back, and runs when the memory next opens)."""
+        return bool(self._query("SELECT 1 FROM intents WHERE kind != ? LIMIT 1", (COMPACT,)))
 
     def finish(self, op_id: int) -> None:
         """The store has the intent's change (or an erasure is complete): forget the intent."""
@@ -462,8 +561,40 @@ class Journal:
             )
         return ForgetCounts(audit_rows=audit, turns=turns)
 
+    def check_writable(self) -> None:
+        """Whether the journal can take a write now: a write of a few pages, rolled back
+        (nothing stays). Raises ``JournalUnavailableError`` on a full or read-only disk."""
+        with self._lock:
+            self._check_open()
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    self._conn.execute("INSERT INTO probe (pad) VALUES (zeroblob(?))", (_PROBE,))
+                finally:
+                    self._rollback()
+            except sqlite3.Error as exc:
+                raise audit_error("the journal cannot be written", exc) from exc
+
+    def end_forget(self, job: int) -> int:
+        """The erasure ``job`` is done but for the bytes: in one transaction it becomes a
+        compaction job, which names no one. Returns the compaction's op id."""
+        with self.transaction() as writer:
+            self._conn.execute("DELETE FROM intents WHERE op_id = ?", (job,))
+            return writer.intend("", COMPACT, {})
+
+    def compact(self) -> None:
+        """Rewrite the file from its live rows only (``VACUUM``), so that no fragment of a
+        deleted row survives in a page's free space. It needs free disk space about the
+        file's size; killed inside, SQLite's rollback journal restores the file as it was
+        on the next open."""
+        self._query("VACUUM", failed="cannot compact the journal")
+
     def close(self) -> None:
         """Close the database (idempotent); every later call raises ``ClosedError``."""
         with self._lock:
+            if self._closed:
+                return
             self._closed = True
             self._conn.close()
+            if self._hold is not None:
+                self._hold.release()

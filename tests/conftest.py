@@ -3,6 +3,10 @@ embedder and an in-process Qdrant (or the reference store), no model, no server.
 
 from __future__ import annotations
 
+import errno
+import os
+import random
+import subprocess
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -83,3 +87,67 @@ def chat(
         }
         for i, (role, content) in enumerate(pairs)
     ]
+
+
+MANY_PAGES_SECRET = "Zyxwvutsrq-7731"
+
+
+def many_pages(memory: Memory, victim: str, bystander: str, seed: int = 1) -> dict[str, str]:
+    """A journal of many pages, two users' rows interleaved on them: 150 exchanges of
+    ``victim`` (speaker "Mira", each holding ``MANY_PAGES_SECRET``), of random length, some
+    updated, and about 75 of ``bystander`` between them. Returns the bystander's entries (id
+    -> text). With seed 1, SQLite's secure_delete alone left bytes of the victim after an
+    erasure (issue #19)."""
+    rnd = random.Random(seed)
+    for i in range(150):
+        when = T0 + timedelta(minutes=i)
+        n = rnd.randint(1, 60)
+        words = " ".join(
+            rnd.choice(["garden", "tulips", "rain", "soil", "compost"]) for _ in range(n)
+        )
+        pairs = [("user", f"Note {i}: {MANY_PAGES_SECRET} {words}")]
+        if rnd.random() < 0.5:
+            pairs.append(("assistant", "Noted. " + "ok " * rnd.randint(0, 30)))
+        result = memory.add(
+            chat(*pairs, start=when, speaker="Mira"), user_id=victim, session_id=f"s{i // 20}"
+        )
+        if rnd.random() < 0.5:
+            said = chat(("user", f"Otto {i} " + "jazz " * rnd.randint(0, 40)), start=when)
+            memory.add(said, user_id=bystander, session_id=f"o{i // 20}")
+        if result.entries and rnd.random() < 0.1:
+            memory.update(result.entries[0].id, f"Mira's note {MANY_PAGES_SECRET} {i}", victim)
+    return {e.id: e.text for e in memory.get_all(bystander)}
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 2 MiB tmpfs, unmounted afterwards; skipped where mounting is not allowed."""
+    where = tmp_path / "disk"
+    where.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(where)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.decode(errors='replace')}")
+    yield where
+    subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def fill(disk: Path) -> Path:
+    """Write a file until the filesystem has no block left; returns it (remove it to free)."""
+    filler = disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:
+        with pytest.raises(OSError, match="No space left") as full:
+            _write_forever(fd)
+    finally:
+        os.close(fd)
+    assert full.value.errno == errno.ENOSPC
+    return filler
+
+
+def _write_forever(fd: int) -> None:
+    while True:
+        os.write(fd, bytes(4096))

@@ -17,10 +17,12 @@ LOCK_FILE = "ltm.lock"
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """``data`` as the new content of ``path``, readable by its owner only (0600)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     tmp = path.with_name(path.name + TMP_SUFFIX)
     try:
-        with open(tmp, "wb") as f:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -80,7 +82,7 @@ class DirectoryLock:
         default; ``ConfigError`` naming the directory as ``role`` when it cannot be a
         directory, or cannot be written). ``lock_file`` names the lock inside it."""
         try:
-            directory.mkdir(parents=True, exist_ok=True)
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             fd = os.open(directory / lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             raise ConfigError(f"cannot use {directory} as {role}: {exc.strerror or exc}") from exc

@@ -210,7 +210,10 @@ class LongTermMemory:
                 if generation == self._saved_generation and file.exists():
                     return
                 data = self._snapshot()
-            atomic_write(file, data)
+            try:
+                atomic_write(file, data)
+            except OSError as exc:  # a full or read-only disk: the graph on disk is the old one
+                raise LTMError(f"cannot write the knowledge graph to {file}: {exc}") from exc
             self._saved_generation = generation
 
     def close(self) -> None:

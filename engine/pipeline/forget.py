@@ -2,10 +2,16 @@
 
 The job is committed to the journal first (it names the user and nothing else). Then, in this
 order: the user's support is withdrawn from the LTM graph (while the journal still knows
-their entry ids), their MTM collection is dropped, their audit rows, turns and write intents
-are deleted (overwritten on disk), their STM sessions are dropped, and the job is deleted.
-Every step is idempotent, so a job found unfinished when the memory opens is run again from
-the top (``tiermem.pipeline.recovery``) and ends the same way.
+their entry ids), their MTM collection is dropped (its files removed), their audit rows,
+turns and write intents are deleted (overwritten on disk), their STM sessions are dropped,
+and the job becomes a compaction job that names no one. Every step is idempotent, so a job
+found unfinished when the memory opens is run again from the top
+(``tiermem.pipeline.recovery``) and ends the same way.
+
+Last, the journal file is rewritten from its live rows (``Journal.compact``): overwriting
+deleted rows is not enough, fragments of them stayed in the free space of pages shared with
+other users' rows. A compaction that fails (too little disk space for the copy) raises; its job
+stays and runs again when the memory next opens.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from dataclasses import dataclass
 
 from tiermem.components import Components
 from tiermem.faults import reached
+from tiermem.journal import COMPACT
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,11 +40,15 @@ class ForgetReport:
 def run_forget(c: Components, user_id: str) -> ForgetReport:
     job = c.journal.begin_forget(user_id)
     reached("forget:after-job-commit")
-    return finish_forget(c, job, user_id)
+    report, _ = finish_forget(c, job, user_id)
+    # this job's compaction, and any an earlier erasure left
+    finish_compaction(c, [i.op_id for i in c.journal.unfinished() if i.kind == COMPACT])
+    return report
 
 
-def finish_forget(c: Components, job: int, user_id: str) -> ForgetReport:
-    """Run (or resume) the erasure job ``job`` of ``user_id`` to the end."""
+def finish_forget(c: Components, job: int, user_id: str) -> tuple[ForgetReport, int]:
+    """Run (or resume) the erasure job ``job`` of ``user_id`` to its compaction job (whose
+    op id is returned beside what was removed)."""
     entries = c.store.count(user_id)
     ltm_removed = ltm_decremented = 0
     if c.ltm is not None:
@@ -52,7 +63,17 @@ def finish_forget(c: Components, job: int, user_id: str) -> ForgetReport:
     reached("forget:after-journal-delete")
     sessions = c.stm.forget_user(user_id)
     reached("forget:after-stm")
-    c.journal.finish(job)
-    return ForgetReport(
+    compaction = c.journal.end_forget(job)
+    reached("forget:after-job-end")
+    report = ForgetReport(
         entries, counts.turns, counts.audit_rows, sessions, ltm_removed, ltm_decremented
     )
+    return report, compaction
+
+
+def finish_compaction(c: Components, jobs: list[int]) -> None:
+    """Rewrite the journal without the free space erasures left, then drop their jobs."""
+    c.journal.compact()
+    reached("forget:after-compact")
+    for job in jobs:
+        c.journal.finish(job)

@@ -5,7 +5,8 @@ It runs when a ``Memory`` opens, before anything reads or writes, and before any
 something is left (after a failed rollback). Erasures come first, to the end: they also take
 the erased users' unfinished writes with them, which must never be re-applied. Then every
 other intent in order: ``pending`` ones are applied to the store again (the journal already
-has their audit rows and turns: roll forward), ``undoing`` ones are rolled back.
+has their audit rows and turns: roll forward), ``undoing`` ones are rolled back. A compaction
+left by an erasure runs on open only, never before a write.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import logging
 from dataclasses import dataclass
 
 from tiermem.components import Components
-from tiermem.journal import FORGET
+from tiermem.errors import AuditError
+from tiermem.journal import COMPACT, FORGET
 from tiermem.pipeline.commit import redo_intent, undo_intent
-from tiermem.pipeline.forget import finish_forget
+from tiermem.pipeline.forget import finish_compaction, finish_forget
 
 logger = logging.getLogger(__name__)
 
@@ -28,16 +30,24 @@ class Recovery:
     undone: int = 0
 
 
-def recover(c: Components) -> Recovery:
-    """Finish every unfinished intent (see the module docstring)."""
+def recover(c: Components, *, compact: bool = True) -> Recovery:
+    """Finish every unfinished intent (see the module docstring); with ``compact``, also
+    the compaction that an erasure left (its failure is logged: it holds no write back, and
+    is tried again on the next open)."""
     unfinished = c.journal.unfinished()
     erasures = [i for i in unfinished if i.kind == FORGET]
+    compactions = [i.op_id for i in unfinished if i.kind == COMPACT]
     for job in erasures:  # first: an erasure also removes the erased user's other intents
-        finish_forget(c, job.op_id, job.user_id)
+        compactions.append(finish_forget(c, job.op_id, job.user_id)[1])
+    if compact and compactions:
+        try:
+            finish_compaction(c, compactions)
+        except AuditError as exc:
+            logger.warning("the journal's compaction after an erasure failed again: %s", exc)
     erased = {job.user_id for job in erasures}
     redone = undone = 0
     for intent in unfinished:
-        if intent.kind == FORGET or intent.user_id in erased:
+        if intent.kind in (FORGET, COMPACT) or intent.user_id in erased:
             continue
         if intent.state == "undoing":
             undo_intent(c, intent)
@@ -60,5 +70,5 @@ def finish_unfinished(c: Components) -> bool:
     """Before a write: finish what an earlier failure left, if anything (then ``True``)."""
     if not c.journal.has_unfinished():
         return False
-    recover(c)
+    recover(c, compact=False)
     return True

@@ -42,10 +42,13 @@ ERROR_CODES: tuple[tuple[str, type[e.TiermemError], int], ...] = (
     ("invalid_input", e.InvalidInputError, 422),
     ("authentication_failed", e.AuthenticationError, 401),
     ("permission_denied", e.PermissionDeniedError, 403),
+    ("tenant_busy", e.TenantBusyError, 429),
     ("overloaded", e.ServiceOverloadedError, 503),
+    ("request_timeout", e.RequestTimeoutError, 408),
     ("service_unavailable", e.ServiceUnavailableError, 503),
     ("service_error", e.ServiceError, 500),
     ("data_dir_locked", e.DataDirLockedError, 409),
+    ("journal_locked", e.JournalLockedError, 409),
     ("model_not_installed", e.ModelNotInstalledError, 409),
     ("unknown_provider", e.UnknownProviderError, 409),
     # the service's configuration does not allow it (e.g. consolidation with LTM off)
@@ -53,6 +56,7 @@ ERROR_CODES: tuple[tuple[str, type[e.TiermemError], int], ...] = (
     ("closed", e.ClosedError, 503),  # shutting down
     ("store_error", e.StoreError, 503),
     ("embedder_error", e.EmbedderError, 500),
+    ("journal_unavailable", e.JournalUnavailableError, 503),  # a full disk, a lock
     ("audit_error", e.AuditError, 500),
     ("slm_output_invalid", e.SLMOutputInvalid, 502),
     ("slm_timeout", e.SLMTimeout, 504),
@@ -96,10 +100,28 @@ def status_of(exc: e.TiermemError) -> int:
 
 def _detail(exc: BaseException) -> dict[str, Any]:
     return {
-        name: value if not isinstance(value, float) or math.isfinite(value) else repr(value)
+        name: _capped(value)
         for name, value in vars(exc).items()
         if not name.startswith("_") and isinstance(value, _JSON_SCALARS)
     }
+
+
+def _capped(value: object) -> object:
+    """A detail as the body carries it: a long string cut as the message cuts it, an int too
+    long for JSON readers as its shown text, a float that JSON lacks as its repr.
+
+    >>> _capped("x" * 100_000)[-25:]
+    "x'... (100000 characters)"
+    >>> _capped(7), _capped(10**40), _capped(math.inf)
+    (7, '<int of 41 digits>', 'inf')
+    """
+    if isinstance(value, str) and len(value) > e.SHOWN_CHARS:
+        return e.shown(value)
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 2**63:
+        return f"<int of {len(str(abs(value)))} digits>"
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    return value
 
 
 def error_body(

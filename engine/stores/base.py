@@ -121,4 +121,9 @@ class MTMStore(Protocol):
 
     def count(self, user_id: str) -> int: ...
 
+    def check_writable(self) -> None:
+        """Raise ``StoreError`` when a write could not succeed now (a store down, a full or
+        read-only disk under an embedded store); for readiness checks."""
+        ...
+
     def close(self) -> None: ...

@@ -8,6 +8,10 @@ returned points rather than as a filter condition: embedded Qdrant evaluates eac
 in Python for every point (~17 us a point), so a redundant condition would double the cost
 of every search there.
 
+Every failure of the client is a ``StoreError``, including the embedded client's own SQLite
+and file errors (a full or read-only disk). The embedded store's files are its owner's alone
+(0600, directories 0700), and a dropped user's collection directory is checked to be gone.
+
 A read can meet a collection that is gone: ``forget_user`` dropped it after the read looked it
 up (another thread or, on a server, another process). Such a read answers as for a user with
 no memories, never with an error: if a call fails and the collection no longer exists, the
@@ -17,9 +21,13 @@ read returns its empty result.
 from __future__ import annotations
 
 import logging
+import os
+import sqlite3
+import stat
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -49,7 +57,9 @@ _QDRANT_ERRORS = (
     RuntimeError,
     OSError,
     KeyError,
+    sqlite3.Error,  # the embedded client's storage: "database or disk is full", read-only
 )
+_PROBE_BYTES = 16_384  # what the readiness probe writes (and removes) under an embedded store
 _ACCESS_FIELDS = ["user_id", "access_count", "last_accessed"]
 
 
@@ -66,8 +76,18 @@ class QdrantStore:
     for the embedded and the server client alike. Processes sharing a server are not
     serialised: their access counts can lose increments (see ``MTMStore``)."""
 
-    def __init__(self, client: QdrantClient, *, dim: int, prefix: str, server: bool) -> None:
+    def __init__(
+        self,
+        client: QdrantClient,
+        *,
+        dim: int,
+        prefix: str,
+        server: bool,
+        path: Path | None = None,
+    ) -> None:
+        """``path``: the embedded store's directory (``None``: in memory, or a server)."""
         self._client = client
+        self._path = path
         self._dim = dim
         self._prefix = prefix
         self._server = server  # payload indexes only exist on a server
@@ -124,6 +144,7 @@ class QdrantStore:
             if not create:
                 return None
             self._call("create_collection", lambda: self._create(name))
+            self._call("restrict", self._restrict)
             self._known.add(name)
             return name
 
@@ -483,6 +504,11 @@ class QdrantStore:
             self._lexical.pop(name, None)
             if self._call("collection_exists", lambda: self._client.collection_exists(name)):
                 self._call("delete_collection", lambda: self._client.delete_collection(name))
+            # the embedded client removes the directory ignoring errors: check that it did
+            gone = self._path is None or not (self._path / "collection" / name).exists()
+            if not gone:
+                raise StoreError(f"the files of collection {name} could not be removed")
+            self._call("restrict", self._restrict)  # meta.json is rewritten on every drop
 
     def count(self, user_id: str) -> int:
         name = self._collection(user_id, create=False)
@@ -493,6 +519,39 @@ class QdrantStore:
         except _CollectionGoneError:
             return 0
 
+    def check_writable(self) -> None:
+        """A server: it answers. Embedded on disk: a few pages can be written and synced in
+        its directory (the probe file is removed again)."""
+        if self._path is None:
+            if self._server:
+                self._call("get_collections", self._client.get_collections)
+            return
+        probe = self._path / ".tiermem-probe"
+        try:
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            try:
+                os.write(fd, bytes(_PROBE_BYTES))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+                probe.unlink(missing_ok=True)
+        except OSError as exc:
+            raise StoreError(f"the MTM store's directory cannot be written: {exc}") from exc
+
+    def _restrict(self) -> None:
+        """The embedded store's files to their owner only (its client creates them 0644)."""
+        if self._path is not None:
+            restrict_tree(self._path)
+
     def close(self) -> None:
         with self._lock:
             self._client.close()
+
+
+def restrict_tree(root: Path) -> None:
+    """Every directory under ``root`` (itself too) 0700, every file 0600, where looser."""
+    for where, _, files in os.walk(root):
+        for name, mode in [(where, 0o700)] + [(os.path.join(where, f), 0o600) for f in files]:
+            found = os.lstat(name).st_mode
+            if found & 0o077 and not stat.S_ISLNK(found):
+                os.chmod(name, mode)

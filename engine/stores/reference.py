@@ -140,6 +140,9 @@ class ReferenceStore:
         with self._lock:
             return len(self._entries.get(user_id, {}))
 
+    def check_writable(self) -> None:
+        """In memory: always writable."""
+
     def close(self) -> None:
         with self._lock:
             self._entries.clear()

@@ -101,8 +101,10 @@ def test_a_journal_read_racing_close_raises_closed_error(
     tmp_path: Path, clock: ManualClock, call: str
 ) -> None:
     config = config_for("path", tmp_path)
+    built = build_components(config, clock)
+    built.journal.close()  # one journal holds the file at a time
     journal = ClosingJournal(tmp_path / "journal.sqlite3")
-    memory = Memory(config, components=replace(build_components(config, clock), journal=journal))
+    memory = Memory(config, components=replace(built, journal=journal))
     added = memory.add(chat(("user", "I keep bees on the roof.")), "ana")
     hits = memory.search("bees", "ana")
     journal.close_memory = memory.close

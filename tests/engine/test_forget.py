@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import random
+from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from tiermem import Memory
+from tiermem.errors import JournalUnavailableError
+from tiermem.journal import COMPACT, AuditRecord, Journal
+from tiermem.types import AuditOp, Role, Turn
 
-from tests.conftest import MemoryFactory, chat
+from tests.conftest import T0, MemoryFactory, chat, many_pages
 
 SECRET = "Zyxwvutsrq-7731"
 
@@ -54,3 +60,85 @@ def test_user_can_start_again_after_being_forgotten(memory: Memory) -> None:
     result = memory.add(chat(("user", "I live in Ghent.")), user_id="erin")
     assert len(result.entries) == 1
     assert [e.text for e in memory.get_all("erin")] == ["Ana: I live in Ghent."]
+
+
+# -- down to the byte, over many pages -----------------------------------------------------
+# SQLite's secure_delete zeroes a deleted row, but fragments of deleted rows stayed in the
+# free space of pages that another user's rows keep (about half of these seeds, before the
+# erasure compacted the file): the check needs many pages, two users interleaved on them.
+VICTIM, BYSTANDER = "mira-5521", "otto-7310"
+
+
+def _interleaved_rows(journal: Journal, seed: int) -> int:
+    """~400 rows of random length, two thirds the victim's; returns the bystander's count."""
+    rnd = random.Random(seed)
+    journal._conn.execute("PRAGMA synchronous = OFF")
+    kept = 0
+    for i in range(400):
+        user = VICTIM if rnd.random() < 0.66 else BYSTANDER
+        text = (f"{SECRET} " if user == VICTIM else "jazz ") * rnd.randint(1, 60)
+        at = T0 + timedelta(minutes=i)
+        with journal.transaction() as writer:
+            op = writer.intend(user, "add", {"text": text})
+            writer.record([AuditRecord(at, user, f"m{i}", AuditOp.ADD, None, text, "api", {})], op)
+            writer.save_turns([Turn(f"t{i}", user, "s1", Role.USER, user[:4], text, at)], op)
+        journal.finish(op)
+        kept += user == BYSTANDER
+    return kept
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_an_erased_users_bytes_leave_pages_another_user_keeps(tmp_path: Path, seed: int) -> None:
+    path = tmp_path / "journal.sqlite3"
+    journal = Journal(path)
+    kept = _interleaved_rows(journal, seed)
+    assert path.stat().st_size > 100 * 4096  # many pages
+    journal.forget_user(VICTIM)
+    journal.compact()
+    journal.close()
+    data = path.read_bytes()
+    assert (data.count(SECRET.encode()), data.count(VICTIM.encode())) == (0, 0)
+    reopened = Journal(path)
+    assert len(reopened.session_turns(BYSTANDER, ["s1"])) == kept
+    reopened.close()
+
+
+def test_forget_user_over_many_pages_leaves_no_byte_of_the_user(
+    make_memory: MemoryFactory, tmp_path: Path
+) -> None:
+    memory = make_memory("path")
+    kept = many_pages(memory, VICTIM, BYSTANDER)
+    assert (tmp_path / "journal.sqlite3").stat().st_size > 50 * 4096  # many pages
+    memory.forget_user(VICTIM)
+    memory.close()
+    for needle in (SECRET, VICTIM, "Mira"):
+        assert _files_containing(tmp_path, needle.encode()) == [], needle
+    reopened = make_memory("path")
+    assert {e.id: e.text for e in reopened.get_all(BYSTANDER)} == kept
+    assert reopened.components.journal.unfinished() == []
+
+
+def test_a_compaction_that_fails_raises_and_runs_again_on_open(
+    make_memory: MemoryFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory = make_memory("path")
+    kept = many_pages(memory, VICTIM, BYSTANDER)
+
+    def no_room(journal: Journal) -> None:
+        raise JournalUnavailableError("cannot compact the journal: database or disk is full")
+
+    monkeypatch.setattr(Journal, "compact", no_room)
+    with pytest.raises(JournalUnavailableError, match="full"):
+        memory.forget_user(VICTIM)
+    assert memory.get_all(VICTIM) == []  # erased but for the bytes: the job says so
+    assert [i.kind for i in memory.components.journal.unfinished()] == [COMPACT]
+    memory.add(chat(("user", "Writes go on meanwhile.")), user_id=BYSTANDER)
+    memory.close()
+    monkeypatch.undo()
+    reopened = make_memory("path")  # the compaction runs on open
+    assert reopened.components.journal.unfinished() == []
+    reopened.close()
+    for needle in (SECRET, VICTIM, "Mira"):
+        assert _files_containing(tmp_path, needle.encode()) == [], needle
+    again = make_memory("path")
+    assert set(kept) <= {e.id for e in again.get_all(BYSTANDER)}

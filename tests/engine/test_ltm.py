@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tiermem.errors import ConfigError, LTMCorruptError
+from tiermem.errors import ConfigError, LTMCorruptError, LTMError
 from tiermem.ltm import LongTermMemory, NodeKind, Provenance, Relation, UserState
 from tiermem.ltm.graph import DecayPolicy
 from tiermem.ltm.index import VectorIndex
@@ -86,11 +86,11 @@ def test_a_crash_mid_save_leaves_the_previous_graph_readable(
         raise OSError(f"injected crash at {crash_at}")
 
     if crash_at == "write":  # half the bytes reach the temporary file, then the process dies
-        real_open = open
+        real_fdopen = os.fdopen
 
         class HalfFile:
-            def __init__(self, path: object, mode: str) -> None:
-                self._f = real_open(path, mode)  # type: ignore[call-overload]
+            def __init__(self, fd: int, mode: str) -> None:
+                self._f = real_fdopen(fd, mode)
 
             def __enter__(self) -> HalfFile:
                 return self
@@ -103,10 +103,10 @@ def test_a_crash_mid_save_leaves_the_previous_graph_readable(
                 self._f.flush()
                 raise OSError("injected crash at write")
 
-        monkeypatch.setattr(persist, "open", HalfFile, raising=False)
+        monkeypatch.setattr(persist.os, "fdopen", HalfFile)
     else:
         monkeypatch.setattr(persist.os, crash_at, boom)
-    with pytest.raises(OSError, match="injected"):
+    with pytest.raises(LTMError, match="injected"):  # typed: a full disk is such a crash
         commit(ltm, "alice", [n("hiking", 3)], when=T0 + timedelta(days=1))
     monkeypatch.undo()
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from tiermem import ManualClock, Memory, TiermemConfig
 from tiermem.cli import main
-from tiermem.config import MTMConfig
+from tiermem.config import JournalConfig, MTMConfig
 from tiermem.errors import LTMError, LTMLockedError
 from tiermem.ltm import LongTermMemory, Provenance
 
@@ -41,9 +41,12 @@ def test_a_second_memory_on_the_same_ltm_refuses_to_start(
 ) -> None:
     config = _shared_mtm(tmp_path)
     first = Memory(config, clock=clock)
+    # a journal of its own: one shared with the first is refused before the graph is reached
+    journal = JournalConfig(path=tmp_path / "second-journal.sqlite3")
+    second = config.model_copy(update={"journal": journal})
     try:
         with pytest.raises(LTMLockedError) as refused:
-            Memory(config, clock=clock)
+            Memory(second, clock=clock)
         assert refused.value.path == tmp_path / "ltm"
         assert refused.value.pid == os.getpid()
         assert str(tmp_path / "ltm") in str(refused.value)

@@ -1,0 +1,164 @@
+"""A full or read-only disk gives typed errors only, and loses nothing acknowledged.
+
+Fault injection that runs everywhere: the journal may not grow (SQLite's own
+``max_page_count``, which answers SQLITE_FULL as a full disk does), and the embedded Qdrant's
+storage refuses writes as a read-only file does. Where the tests run as root, a real tmpfs is
+filled to the last block too.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from qdrant_client.local.persistence import CollectionPersistence
+from tiermem import ManualClock, Memory, TiermemConfig
+from tiermem.config import MTMConfig
+from tiermem.errors import (
+    AuditError,
+    JournalLockedError,
+    JournalUnavailableError,
+    StoreError,
+    TiermemError,
+)
+
+from tests.conftest import MemoryFactory, chat, config_for, fill
+
+USER = "bo"
+
+
+def _journal_full(memory: Memory, full: bool = True) -> None:
+    conn = memory.components.journal._conn
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages if full else 1073741823}")
+
+
+def _acknowledged(memory: Memory, n: int) -> dict[str, str]:
+    out = {}
+    for i in range(n):
+        result = memory.add(chat(("user", f"Stored fact number {i} about gardens.")), user_id=USER)
+        out.update({e.id: e.text for e in result.entries})
+    return out
+
+
+def _every_call(memory: Memory, some_id: str) -> dict[str, Any]:
+    """Each public write and read once; what each raised (or returned)."""
+    big = "A long message about the garden. " * 300
+    calls = {
+        "add": lambda: memory.add(chat(("user", big)), user_id=USER),
+        "update": lambda: memory.update(some_id, big, USER),
+        "delete": lambda: memory.delete(some_id, USER),
+        "search": lambda: memory.search("garden", USER),
+        "context": lambda: memory.context("garden", USER, 300),
+        "get_all": lambda: memory.get_all(USER),
+        "history": lambda: memory.history(some_id, USER),
+    }
+    seen: dict[str, Any] = {}
+    for name, call in calls.items():
+        try:
+            seen[name] = call()
+        except TiermemError as exc:
+            seen[name] = exc
+    return seen
+
+
+def test_a_full_journal_gives_typed_errors_and_keeps_every_acknowledged_write(
+    make_memory: MemoryFactory,
+) -> None:
+    memory = make_memory("path")
+    kept = _acknowledged(memory, 20)
+    _journal_full(memory)
+    for _ in range(2):  # and again: never SQLite's "cannot rollback"
+        seen = _every_call(memory, next(iter(kept)))
+        assert isinstance(seen["add"], JournalUnavailableError)
+        assert isinstance(seen["update"], JournalUnavailableError)
+        errors = {k: v for k, v in seen.items() if isinstance(v, Exception)}
+        assert all(isinstance(e, AuditError | StoreError) for e in errors.values()), errors
+    assert {e.id: e.text for e in memory.get_all(USER)} == kept
+    _journal_full(memory, full=False)  # room again: writes succeed without a restart
+    assert memory.add(chat(("user", "After the disk was freed.")), user_id=USER).entries
+    memory.close()
+    reopened = make_memory("path")
+    stored = {e.id: e.text for e in reopened.get_all(USER)}
+    assert kept.items() <= stored.items()
+
+
+def test_a_read_only_qdrant_directory_gives_store_errors(
+    make_memory: MemoryFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory = make_memory("path")
+    kept = _acknowledged(memory, 5)
+
+    def refuse(self: CollectionPersistence, *args: object) -> None:
+        raise sqlite3.OperationalError("attempt to write a readonly database")
+
+    monkeypatch.setattr(CollectionPersistence, "persist", refuse)
+    monkeypatch.setattr(CollectionPersistence, "delete", refuse)
+    seen = _every_call(memory, next(iter(kept)))
+    for name in ("add", "update", "delete"):
+        assert isinstance(seen[name], StoreError), (name, seen[name])
+        assert "readonly" in str(seen[name])
+    monkeypatch.undo()
+    memory.close()
+    reopened = make_memory("path")
+    assert {e.id: e.text for e in reopened.get_all(USER)} == kept
+
+
+# -- a real filesystem that fills up (root only: it mounts a tmpfs) ----------------------------
+
+
+def _open_or_error(config: TiermemConfig, clock: ManualClock) -> TiermemError | None:
+    try:
+        Memory(config, clock=clock).close()
+    except TiermemError as exc:
+        return exc
+    return None
+
+
+def test_a_disk_that_fills_up_gives_typed_errors_only(small_disk: Path, clock: ManualClock) -> None:
+    memory = Memory(config_for("path", small_disk), clock=clock)
+    kept = _acknowledged(memory, 20)
+    filler = fill(small_disk)
+    raised: list[Exception] = []
+    for _ in range(2):
+        seen = _every_call(memory, next(iter(kept)))
+        raised += [v for v in seen.values() if isinstance(v, Exception)]
+    assert raised, "a full disk refused nothing"
+    assert all(isinstance(e, AuditError | StoreError) for e in raised), raised
+    assert {e.id: e.text for e in memory.get_all(USER)}.items() >= kept.items()
+    memory.close()
+    opened = _open_or_error(config_for("path", small_disk), clock)  # on a full disk: typed too
+    assert opened is None or isinstance(opened, AuditError | StoreError), opened
+    filler.unlink()
+    reopened = Memory(config_for("path", small_disk), clock=clock)
+    try:
+        assert {e.id: e.text for e in reopened.get_all(USER)}.items() >= kept.items()
+        assert reopened.add(chat(("user", "Room again.")), user_id=USER).entries
+    finally:
+        reopened.close()
+
+
+def test_every_file_of_the_data_directory_is_its_owners_alone(
+    make_memory: MemoryFactory, tmp_path: Path
+) -> None:
+    memory = make_memory("path")
+    _acknowledged(memory, 3)
+    memory.add(chat(("user", "Another user's words.")), user_id="cy")
+    memory.forget_user("cy")  # a drop rewrites Qdrant's meta.json
+    memory.close()
+    qdrant = tmp_path / "qdrant"
+    files = [qdrant, *qdrant.rglob("*"), tmp_path / "journal.sqlite3"]
+    loose = [
+        (str(p.relative_to(tmp_path)), oct(p.stat().st_mode & 0o777))
+        for p in files
+        if p.stat().st_mode & 0o077
+    ]
+    assert loose == []
+
+
+def test_two_memories_cannot_share_one_journal(tmp_path: Path, clock: ManualClock) -> None:
+    config = config_for("path", tmp_path).model_copy(update={"mtm": MTMConfig(location="memory")})
+    with Memory(config, clock=clock), pytest.raises(JournalLockedError):
+        Memory(config, clock=clock)  # its vector store in memory: only the journal is shared
