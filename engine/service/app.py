@@ -21,12 +21,20 @@ from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from tiermem import __version__
-from tiermem.errors import ClosedError, RequestTooLargeError, StoreError, TiermemError
+from tiermem.errors import (
+    AuditError,
+    ClosedError,
+    PermissionDeniedError,
+    RequestTimeoutError,
+    RequestTooLargeError,
+    StoreError,
+    TiermemError,
+)
 from tiermem.memory import Memory
 from tiermem.service.codes import error_body, protocol_body, status_of
 from tiermem.service.config import ServiceConfig
 from tiermem.service.keys import KeyRing
-from tiermem.service.limits import RETRY_AFTER_S, ApiGate
+from tiermem.service.limits import RETRY_AFTER_S, RETRY_STATUSES, ApiGate, authenticate
 from tiermem.service.metrics import CONTENT_TYPE, RequestTimer, ServiceMetrics
 from tiermem.service.routes import JSONBody, Service, api_router
 
@@ -67,12 +75,14 @@ def create_app(
     )
     app.include_router(api_router(service))
     _add_error_handlers(app)
-    _add_operations(app, memory, metrics)
+    _add_operations(app, memory, metrics, keys, config)
     app.add_middleware(
         ApiGate,
         keys=keys,
         max_body_bytes=config.max_body_bytes,
         max_in_flight=config.max_in_flight,
+        tenant_share=config.tenant_share,
+        body_timeout_s=config.body_timeout_s,
     )
     app.add_middleware(RequestTimer, metrics=metrics)  # outermost: times refusals too
     return app
@@ -89,7 +99,7 @@ def _add_error_handlers(app: FastAPI) -> None:
         status = status_of(exc)
         if status >= 500:
             logger.warning("%s %s: %s", request.method, request.url.path, type(exc).__name__)
-        headers = {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else {}
+        headers = {"Retry-After": str(RETRY_AFTER_S)} if status in RETRY_STATUSES else {}
         if status == 401:
             headers["WWW-Authenticate"] = "Bearer"
         return JSONBody(_caller_body(request, error_body(exc)), status, headers)
@@ -106,6 +116,8 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def http_error(request: Request, exc: HTTPException) -> Response:
         if exc.status_code == 413:
             return JSONBody(error_body(RequestTooLargeError(str(exc.detail))), 413)
+        if exc.status_code == 408:
+            return JSONBody(error_body(RequestTimeoutError(str(exc.detail))), 408)
         code = _PROTOCOL.get(exc.status_code, "http_error")
         return JSONBody(protocol_body(code, str(exc.detail)), exc.status_code, exc.headers)
 
@@ -115,7 +127,13 @@ def _add_error_handlers(app: FastAPI) -> None:
         return JSONBody(protocol_body("internal_error", "internal error; see the log"), 500)
 
 
-def _add_operations(app: FastAPI, memory: Memory, metrics: ServiceMetrics) -> None:
+def _add_operations(
+    app: FastAPI, memory: Memory, metrics: ServiceMetrics, keys: KeyRing, config: ServiceConfig
+) -> None:
+    """``/healthz`` and ``/readyz`` answer anyone (probes carry no key); ``/metrics`` needs an
+    admin key unless the configuration makes it public. ``/docs`` and ``/openapi.json``
+    describe the API, the same for every deployment, and hold no data: public."""
+
     @app.get("/healthz", tags=["operations"])
     def healthz() -> dict[str, str]:
         """The process is up."""
@@ -123,14 +141,21 @@ def _add_operations(app: FastAPI, memory: Memory, metrics: ServiceMetrics) -> No
 
     @app.get("/readyz", tags=["operations"], responses={503: {"description": "not ready"}})
     def readyz() -> Response:
-        """The memory is open and its store answers: send traffic."""
+        """The memory is open, its store answers, and both the store and the journal can
+        take a write now (a full or read-only disk is not ready): send traffic."""
+        c = memory.components
         try:
-            memory.components.store.count(READY_PROBE)
-        except (ClosedError, StoreError) as exc:
+            c.store.count(READY_PROBE)
+            c.store.check_writable()
+            c.journal.check_writable()
+        except (ClosedError, StoreError, AuditError) as exc:
             return JSONBody({"status": "not ready", "reason": type(exc).__name__}, 503)
         return JSONBody({"status": "ready"})
 
     @app.get("/metrics", tags=["operations"], response_class=Response)
-    def prometheus() -> Response:
-        """Prometheus text format."""
+    def prometheus(request: Request) -> Response:
+        """Prometheus text format; with an admin key (``Authorization: Bearer``) unless
+        ``[service] public_metrics`` is on."""
+        if not config.public_metrics and not authenticate(keys, request.scope).admin:
+            raise PermissionDeniedError("/metrics needs an admin key")
         return Response(metrics.render(), media_type=CONTENT_TYPE)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from tiermem.validation import MAX_CONTENT_CHARS, MAX_QUERY_CHARS
 
 
@@ -18,8 +18,11 @@ class ServiceConfig(BaseModel):
 
     A request over a limit is refused before it reaches the memory: a body over
     ``max_body_bytes`` with 413, a text, ``k`` or message count over its limit with 422 (the
-    same typed error ``Memory`` raises past its own limits), and a request beyond
-    ``max_in_flight`` concurrent ones with 503 and ``Retry-After``."""
+    same typed error ``Memory`` raises past its own limits), a request beyond
+    ``max_in_flight`` concurrent ones with 503 and ``Retry-After``, and one beyond its
+    tenant's share of them (``max_in_flight_per_tenant``, by default half) with 429 and
+    ``Retry-After``. A body that has not fully arrived ``body_timeout_s`` after its headers
+    is answered 408 and frees its slot."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -32,6 +35,25 @@ class ServiceConfig(BaseModel):
     max_k: int = Field(default=100, gt=0)
     max_budget_tokens: int = Field(default=16_000, gt=0)
     max_in_flight: int = Field(default=32, gt=0)
+    max_in_flight_per_tenant: int | None = Field(default=None, gt=0)  # None: half, at least 1
+    body_timeout_s: float = Field(default=30.0, gt=0)
+    public_metrics: bool = False  # False: /metrics needs an admin key
+
+    @model_validator(mode="after")
+    def _share_within_limit(self) -> ServiceConfig:
+        share = self.max_in_flight_per_tenant
+        if share is not None and share > self.max_in_flight:
+            raise ValueError(
+                f"max_in_flight_per_tenant ({share}) is over max_in_flight ({self.max_in_flight})"
+            )
+        return self
+
+    @property
+    def tenant_share(self) -> int:
+        """Requests one tenant may have in flight at once."""
+        share = self.max_in_flight_per_tenant
+        return share if share is not None else max(1, self.max_in_flight // 2)
+
     # SIGTERM: stop accepting, let requests in flight finish for up to this long, then close
     # the memory (which itself waits for a write in flight: an acknowledged write is never
     # lost; a request cut off past the grace is never acknowledged).

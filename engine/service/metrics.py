@@ -2,7 +2,15 @@
 and, read from the memory at each scrape, its model calls, fallbacks and tokens per role (the
 ``Meter``) and its consolidation runs (the scheduler).
 
-Each app has its own registry, so two apps in one process (tests) never share a series.
+Each app has its own registry, so two apps in one process (tests) never share a series. Every
+label takes known values only, whatever a client sends: a route template or ``<unmatched>``,
+an HTTP method or ``OTHER``, a status the service answers or its class (``5xx``). Junk
+requests cannot grow the page.
+
+>>> method_label("GET"), method_label("JUNK000001")
+('GET', 'OTHER')
+>>> status_label(503), status_label(299)
+('503', '2xx')
 """
 
 from __future__ import annotations
@@ -19,6 +27,11 @@ from tiermem.memory import Memory
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 UNMATCHED = "<unmatched>"  # one label for every path no route serves: bounded cardinality
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+# What the app answers (the codes' statuses, the protocol's own, success): labels as they are.
+STATUSES = frozenset(
+    {200, 201, 204, 400, 401, 403, 404, 405, 408, 409, 413, 422, 429, 500, 502, 503, 504}
+)
 # From a cached read (milliseconds) to a model-backed answer or consolidation (minutes).
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 _METER_COUNTERS = {
@@ -91,6 +104,14 @@ class ServiceMetrics:
         return generate_latest(self.registry)
 
 
+def method_label(method: str) -> str:
+    return method if method in METHODS else "OTHER"
+
+
+def status_label(status: int) -> str:
+    return str(status) if status in STATUSES else f"{status // 100}xx"
+
+
 class RequestTimer:
     """ASGI middleware: each request's latency into ``metrics``, labelled by the route
     template that served it (never the raw path), its method and its status."""
@@ -118,6 +139,5 @@ class RequestTimer:
         finally:
             self.metrics.in_flight.dec()
             route = getattr(scope.get("route"), "path", UNMATCHED)
-            self.metrics.latency.labels(route, scope["method"], str(status)).observe(
-                time.perf_counter() - started
-            )
+            labels = (route, method_label(scope["method"]), status_label(status))
+            self.metrics.latency.labels(*labels).observe(time.perf_counter() - started)

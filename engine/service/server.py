@@ -79,6 +79,7 @@ def serve(
     without any API key."""
     import uvicorn
     from tiermem.service.app import create_app
+    from tiermem.service.protocol import JSONErrorsH11Protocol
 
     keys = KeyRing(settings.keys_file)
     data_dir = settings.memory.data_dir
@@ -93,6 +94,7 @@ def serve(
                 app,
                 host=host,
                 port=port,
+                http=JSONErrorsH11Protocol,
                 access_log=access_log,  # off: query strings hold user ids
                 log_level="info" if access_log else "warning",
                 timeout_graceful_shutdown=max(1, round(settings.service.shutdown_grace_s)),

@@ -14,6 +14,7 @@ Responses give the caller its own user id back: the stored one never leaves the 
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,12 +37,17 @@ class UserScope:
         """Validate the caller's user id as ``Memory`` would (so its errors name what the
         caller sent), then scope it. The scoped id must fit ``Memory``'s id limit, so a
         tenant's user ids are at most ``MAX_ID_LENGTH - len(tenant) - 1`` characters."""
-        external = validate_user_id(user_id)
-        stored = f"{tenant}{SEPARATOR}{external}"
-        if len(stored) > MAX_ID_LENGTH:
-            limit = MAX_ID_LENGTH - len(tenant) - len(SEPARATOR)
-            raise InvalidUserIdError(user_id, f"must be at most {limit} characters here")
-        return cls(tenant, external, stored)
+        limit = MAX_ID_LENGTH - len(tenant) - len(SEPARATOR)
+        too_long = InvalidUserIdError(user_id, f"must be at most {limit} characters here")
+        try:
+            external = validate_user_id(user_id)
+        except InvalidUserIdError:
+            if isinstance(user_id, str) and len(unicodedata.normalize("NFC", user_id)) > limit:
+                raise too_long from None  # the tenant's limit, not Memory's
+            raise
+        if len(external) > limit:
+            raise too_long
+        return cls(tenant, external, f"{tenant}{SEPARATOR}{external}")
 
     def to_caller(self, data: Any) -> Any:
         """JSON ``data`` with every ``user_id`` of this scope given back as the caller's."""

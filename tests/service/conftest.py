@@ -4,6 +4,7 @@ in a child process (the real entry point: config file, keys file, data directory
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from tiermem.service.app import create_app
 from tiermem.service.config import ServiceConfig
 from tiermem.service.keys import KeyRing, add_key
 from tiermem.service.launch import LOOPBACK, ServerProcess, free_port
+from tiermem.service.protocol import JSONErrorsH11Protocol
 
 TOML = """data_dir = "{data_dir}"
 [embedder]
@@ -63,7 +65,13 @@ def in_thread(memory: Memory, keys: Keys, config: ServiceConfig | None = None) -
     """uvicorn serving ``memory`` on a loopback port from a thread of this process."""
     app = create_app(memory, KeyRing(keys.path), config)
     server = uvicorn.Server(
-        uvicorn.Config(app, host=LOOPBACK, port=free_port(), log_level="warning")
+        uvicorn.Config(
+            app,
+            host=LOOPBACK,
+            port=free_port(),
+            log_level="warning",
+            http=JSONErrorsH11Protocol,
+        )
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -100,3 +108,15 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield Served(server, keys, root)
     finally:
         server.stop()
+
+
+def raw_request(url: str, key: str, rest: bytes) -> socket.socket:
+    """A connection that has sent ``POST /v1/search`` with ``key``'s headers, then ``rest``
+    (the last headers and what there is of the body), and is left open."""
+    port = int(url.rsplit(":", 1)[1])
+    held = socket.create_connection((LOOPBACK, port))
+    held.sendall(
+        b"POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Authorization: Bearer " + key.encode() + b"\r\n" + rest
+    )
+    return held

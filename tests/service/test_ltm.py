@@ -54,7 +54,8 @@ def test_consolidation_through_the_service_matches_the_memory(
         RemoteMemory(url, keys.admin) as remote,
     ):
         over_http = _run(remote, "ana")
-        metrics = httpx.get(f"{url}/metrics", timeout=10).text
+        admin = {"Authorization": f"Bearer {keys.admin}"}
+        metrics = httpx.get(f"{url}/metrics", headers=admin, timeout=10).text
         with RemoteMemory(url, keys.acme) as tenant, pytest.raises(PermissionDeniedError):
             tenant.consolidate_now()  # every user's run: an admin's
     assert over_http == embedded  # the same scrubbing too: acme:ana's "Ana" is scrubbed

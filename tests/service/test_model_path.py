@@ -18,7 +18,7 @@ from tiermem.slm.scripted import ScriptedBackend
 from tiermem.types import AddResult
 
 from tests.fakes.ollama_server import OllamaProtocolServer, as_role_request, serving
-from tests.service.conftest import make_keys, write_config
+from tests.service.conftest import Keys, make_keys, write_config
 from tests.slm.conftest import Script, entry
 
 TAG = "llama3.2:1b-instruct-q4_K_M"
@@ -50,10 +50,10 @@ def ollama() -> Iterator[OllamaProtocolServer]:
         yield server
 
 
-def _server(root: Path, ollama: OllamaProtocolServer) -> tuple[ServerProcess, str]:
+def _server(root: Path, ollama: OllamaProtocolServer) -> tuple[ServerProcess, Keys]:
     keys = make_keys(root)
     config = write_config(root, MODEL_TOML.format(tag=TAG, url=ollama.url))
-    return ServerProcess(config, keys.path, log_file=root / "serve.log"), keys.acme
+    return ServerProcess(config, keys.path, log_file=root / "serve.log"), keys
 
 
 def _metric(text: str, name: str, role: str) -> float:
@@ -64,13 +64,15 @@ def _metric(text: str, name: str, role: str) -> float:
 def test_the_roles_run_on_the_ollama_protocol_and_are_metered(
     tmp_path: Path, ollama: OllamaProtocolServer
 ) -> None:
-    server, key = _server(tmp_path, ollama)
+    server, keys = _server(tmp_path, ollama)
+    key = keys.acme
     server.start()
     try:
         with RemoteMemory(server.url, key) as memory:
             added = memory.add("My flight TP1351 to Lisbon is on 9 October.", user_id="maya")
             answer = memory.answer("When do I fly?", "maya")
-        metrics = httpx.get(f"{server.url}/metrics", timeout=10).text
+        admin = {"Authorization": f"Bearer {keys.admin}"}
+        metrics = httpx.get(f"{server.url}/metrics", headers=admin, timeout=10).text
     finally:
         server.stop()
     assert "Maya flies TP1351 to Lisbon." in [e.text for e in added.entries]
@@ -89,7 +91,8 @@ def test_sigterm_lets_a_write_in_flight_finish_and_keeps_it(
 ) -> None:
     """The writer's model call takes 0.6 s; SIGTERM arrives during it. The add is still
     answered (acknowledged), the server exits, and the restarted one has the write."""
-    server, key = _server(tmp_path, ollama)
+    server, keys = _server(tmp_path, ollama)
+    key = keys.acme
     server.start()
     outcome: list[AddResult | BaseException] = []
 

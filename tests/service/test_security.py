@@ -3,7 +3,6 @@ limit must be set low, a uvicorn server in this process)."""
 
 from __future__ import annotations
 
-import socket
 import stat
 import time
 from collections.abc import Iterator
@@ -26,7 +25,7 @@ from tiermem.remote import RemoteMemory
 from tiermem.service.config import ServiceConfig
 from tiermem.service.keys import add_key
 
-from tests.service.conftest import MAX_BODY_BYTES, Served, in_thread, make_keys
+from tests.service.conftest import MAX_BODY_BYTES, Served, in_thread, make_keys, raw_request
 
 
 @pytest.fixture
@@ -172,14 +171,8 @@ def test_requests_over_the_in_flight_limit_get_503_with_retry_after(tmp_path: Pa
         in_thread(memory, keys, ServiceConfig(max_in_flight=1)) as url,
         RemoteMemory(url, keys.acme) as client,
     ):
-        port = int(url.rsplit(":", 1)[1])
-        with socket.create_connection(("127.0.0.1", port)) as held:
-            # a request whose body never finishes holds the one slot
-            held.sendall(
-                b"POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                b"Authorization: Bearer " + keys.acme.encode() + b"\r\n"
-                b"Content-Length: 100\r\n\r\n{"
-            )
+        # a request whose body never finishes holds the one slot
+        with raw_request(url, keys.acme, b"Content-Length: 100\r\n\r\n{"):
             time.sleep(0.3)
             response = httpx.get(
                 f"{url}/v1/memories",
@@ -206,7 +199,8 @@ def test_an_unreachable_service_is_service_unavailable() -> None:
 def test_metrics_label_routes_by_template(served: Served, acme: RemoteMemory) -> None:
     entry = acme.add("I sail on Sundays.", user_id="metrics-user").entries[0].id
     acme.get(entry, "metrics-user")
-    text = httpx.get(f"{served.url}/metrics", timeout=10).text
+    admin = {"Authorization": f"Bearer {served.keys.admin}"}
+    text = httpx.get(f"{served.url}/metrics", headers=admin, timeout=10).text
     assert 'route="/v1/memories/{memory_id:path}",status="200"' in text
     assert "tiermem_request_duration_seconds_bucket" in text
     assert entry not in text  # no raw path: bounded label values

@@ -1,0 +1,65 @@
+"""A service whose disk fills up answers 503 with the journal's or the store's code, never 500;
+``/readyz`` fails while writes cannot succeed and passes again once they can; every write it
+acknowledged is there afterwards, and nothing reaches the log as a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+from tiermem.errors import JournalUnavailableError, StoreError
+from tiermem.remote import RemoteMemory
+from tiermem.service.launch import ServerProcess
+
+from tests.conftest import fill
+from tests.service.conftest import make_keys, write_config
+
+
+def test_a_full_disk_is_503_and_not_ready_until_it_has_room(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    keys = make_keys(tmp_path)
+    config = tmp_path / "conf"
+    config.mkdir()
+    conf = write_config(config).read_text().replace(str(config / "data"), str(small_disk))
+    (config / "tiermem.toml").write_text(conf)
+    log = tmp_path / "serve.log"
+    server = ServerProcess(config / "tiermem.toml", keys.path, log_file=log).start()
+    try:
+        with RemoteMemory(server.url, keys.acme, timeout_s=30) as memory:
+            kept = {}
+            for i in range(20):
+                result = memory.add(f"Stored fact number {i} about gardens.", user_id="bo")
+                kept.update({e.id: e.text for e in result.entries})
+            assert httpx.get(f"{server.url}/readyz").status_code == 200
+            filler = fill(small_disk)
+            ready = httpx.get(f"{server.url}/readyz")
+            assert ready.status_code == 503, ready.text
+            statuses = []
+            for i in range(5):
+                response = httpx.post(
+                    f"{server.url}/v1/memories",
+                    json={
+                        "messages": [{"role": "user", "content": f"Full disk {i}. " * 200}],
+                        "user_id": "bo",
+                    },
+                    headers={"Authorization": f"Bearer {keys.acme}"},
+                    timeout=30,
+                )
+                statuses.append((response.status_code, response.json()["error"]["code"]))
+            print(f"\nfull disk: {statuses}")
+            assert {s for s, _ in statuses} == {503}, statuses
+            assert {c for _, c in statuses} <= {"journal_unavailable", "store_error"}, statuses
+            with pytest.raises((JournalUnavailableError, StoreError)):
+                memory.add("One more while full.", user_id="bo")
+            filler.unlink()
+            assert httpx.get(f"{server.url}/readyz").status_code == 200
+            assert memory.add("Room again.", user_id="bo").entries
+            stored = {e.id: e.text for e in memory.get_all("bo")}
+            assert kept.items() <= stored.items()
+    finally:
+        server.stop()
+    logged = log.read_text()
+    assert "Traceback" not in logged
+    assert "internal_error" not in logged
