@@ -10,9 +10,9 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
-import tiermem
 
 
 def test_only_tiermem_is_importable_outside_the_checkout(tmp_path: Path) -> None:
@@ -50,8 +50,34 @@ def test_import_is_cheap_and_loads_no_model() -> None:
     assert out.stdout.split() == ["False", "False"]
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _setuptools() -> dict[str, Any]:
+    import tomllib
+
+    return dict(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"])
+
+
+def _mapped_packages() -> list[str]:
+    """The packages pyproject maps to folders of their own (``tiermem.slm`` = ``slm/``):
+    walking ``tiermem``'s own path would miss them."""
+    return sorted(p for p in _setuptools()["package-dir"] if p)
+
+
 def _modules() -> list[str]:
-    return [m.name for m in pkgutil.walk_packages(tiermem.__path__, "tiermem.")]
+    names = set(_mapped_packages())
+    for package in _mapped_packages():
+        path = importlib.import_module(package).__path__
+        names.update(m.name for m in pkgutil.walk_packages(path, f"{package}."))
+    return sorted(names)
+
+
+def test_the_doctests_reach_every_mapped_package() -> None:
+    packages = _mapped_packages()
+    assert {"tiermem", "tiermem.slm", "tiermem.offline", "tiermem.training"} <= set(packages)
+    for package in packages:
+        assert any(m.startswith(f"{package}.") for m in _modules()), package
 
 
 @pytest.mark.parametrize("name", _modules())
@@ -62,11 +88,10 @@ def test_docstring_examples_run(name: str) -> None:
 
 
 def test_every_subpackage_folder_is_declared_and_a_built_wheel_holds_it(tmp_path: Path) -> None:
-    import tomllib
     import zipfile
 
-    root = Path(__file__).resolve().parents[1]
-    config = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    root = ROOT
+    config = _setuptools()
     mapping = config["package-dir"]
     folders = {}
     for package, folder in mapping.items():

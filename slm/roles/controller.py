@@ -1,7 +1,8 @@
 """SLM-1 as the read path's planner.
 
 Fallback (counted as ``controller`` fallbacks in the meter): on invalid output, timeout or an
-unreachable backend, the plan is the user's own query routed to MTM, with no constraints.
+unreachable backend, the plan is the user's own query routed to both tiers (MTM, and LTM when
+it is on), with no constraints.
 Whatever the model says, the user's query is kept as one of the queries (the first), so a
 weak model cannot lose the original intent; the model adds at most three.
 """
