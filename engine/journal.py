@@ -34,7 +34,7 @@ from typing import Any, Literal
 from tiermem.changes import Change
 from tiermem.errors import AuditError, ClosedError, JournalLockedError, JournalUnavailableError
 from tiermem.ltm.persist import DirectoryLock
-from tiermem.types import AuditEvent, AuditOp, Role, Turn
+from tiermem.types import AuditEvent, AuditOp, AuditRecord, Role, Turn
 
 logger = logging.getLogger(__name__)
 
@@ -131,20 +131,6 @@ _FROM_V1 = (
 
 
 @dataclass(frozen=True, slots=True)
-class AuditRecord:
-    """An audit row about to be written."""
-
-    at: datetime
-    user_id: str
-    memory_id: str
-    op: AuditOp
-    before: str | None
-    after: str | None
-    actor: str
-    detail: dict[str, object]
-
-
-@dataclass(frozen=True, slots=True)
 class LTMAuditEvent:
     """One row of the LTM audit log."""
 
@@ -232,7 +218,7 @@ class JournalWriter:
                     r.before,
                     r.after,
                     r.actor,
-                    json.dumps(r.detail, sort_keys=True, default=str),
+                    json.dumps(dict(r.detail), sort_keys=True, default=str),
                     op_id,
                 )
                 for r in records
@@ -377,7 +363,6 @@ class Journal:
         )
         return [
             AuditEvent(
-                seq,
                 datetime.fromisoformat(at),
                 uid,
                 mid,
@@ -386,6 +371,7 @@ class Journal:
                 after,
                 actor,
                 json.loads(detail),
+                seq=seq,
             )
             for seq, at, uid, mid, op, before, after, actor, detail in rows
         ]

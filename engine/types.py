@@ -260,10 +260,10 @@ class AnswerResult:
 
 
 @dataclass(frozen=True, slots=True)
-class AuditEvent:
-    """One row of the audit log."""
+class AuditRecord:
+    """What one change did to a memory: when, to which entry, its text before and after, who
+    made it, and how it was decided (``detail``). Stored, it is an ``AuditEvent``."""
 
-    seq: int
     at: datetime
     user_id: str
     memory_id: str
@@ -272,3 +272,10 @@ class AuditEvent:
     after: str | None
     actor: str
     detail: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEvent(AuditRecord):
+    """One row of the audit log: its record and ``seq``, its place in the log."""
+
+    seq: int = field(kw_only=True)

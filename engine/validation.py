@@ -138,16 +138,32 @@ def validate_k(k: object, name: str = "k") -> int:
     return k
 
 
+def text_fault(text: object, limit: int) -> str | None:
+    """What keeps ``text`` from being stored or searched, or ``None``: not a string, over
+    ``limit`` characters, a lone surrogate, or nothing to show (blank or zero-width only).
+
+    >>> text_fault("ok", 10), text_fault("x" * 11, 10)
+    (None, 'exceeds 10 characters (it has 11)')
+    >>> text_fault(" \u200b ", 10)
+    'must not be empty, blank or only zero-width characters'
+    """
+    if not isinstance(text, str):
+        return f"must be a non-empty string, got {type(text).__name__}"
+    if len(text) > limit:
+        return f"exceeds {limit} characters (it has {len(text)})"
+    if has_lone_surrogate(text):
+        return SURROGATE_PROBLEM
+    if is_blank(text):
+        return "must not be empty, blank or only zero-width characters"
+    return None
+
+
 def validate_text(text: object, what: str = "query", limit: int = MAX_QUERY_CHARS) -> str:
     """A query or memory text: a string of bounded length that shows something."""
-    if not isinstance(text, str):
-        raise InvalidQueryError(f"{what} must be a non-empty string, got {type(text).__name__}")
-    if len(text) > limit:
-        raise InvalidQueryError(f"{what} is {len(text)} characters; the limit is {limit}")
-    if has_lone_surrogate(text):
-        raise InvalidQueryError(f"{what} {SURROGATE_PROBLEM}")
-    if is_blank(text):
-        raise InvalidQueryError(f"{what} must not be empty, blank or only zero-width characters")
+    fault = text_fault(text, limit)
+    if fault is not None:
+        raise InvalidQueryError(f"{what} {fault}")
+    assert isinstance(text, str)
     return text.strip()
 
 
@@ -300,10 +316,9 @@ def _message_content(index: int, content: object) -> str | None:
         return None
     if not isinstance(content, str):
         raise EmptyMessagesError(f"message {index} has no text content")
-    if len(content) > MAX_CONTENT_CHARS:
-        raise InvalidMessageError(index, f"content exceeds {MAX_CONTENT_CHARS} characters")
-    if has_lone_surrogate(content):
-        raise InvalidMessageError(index, f"content {SURROGATE_PROBLEM}")
+    fault = text_fault(content, MAX_CONTENT_CHARS)
+    if fault is not None:
+        raise InvalidMessageError(index, f"content {fault}")
     return content.strip()
 
 

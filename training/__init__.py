@@ -32,10 +32,10 @@ The dependencies (transformers, peft, gguf) come with the ``train`` extra,
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 
-from tiermem.errors import ConfigError, InvalidInputError, TiermemError
+from tiermem.errors import InvalidInputError, TiermemError
+from tiermem.extras import extra_dependency
 
 
 class TrainingInputError(InvalidInputError):
@@ -53,13 +53,7 @@ class ConversionError(TiermemError):
 
 def train_dependency(module: str) -> ModuleType:
     """Import a dependency of the ``train`` extra, or say how to install it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise ConfigError(
-            f"training needs {module.split('.')[0]!r}, from the train extra: "
-            "pip install 'tiermem[train]'"
-        ) from exc
+    return extra_dependency(module, "train", "training")
 
 
 __all__ = ["ConversionError", "TrainingInputError", "train_dependency"]

@@ -7,10 +7,10 @@ library: their own dependencies (nltk, matplotlib) come with the ``bench`` extra
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 
-from tiermem.errors import ConfigError, InvalidInputError
+from tiermem.errors import InvalidInputError
+from tiermem.extras import extra_dependency
 
 
 class BenchInputError(InvalidInputError):
@@ -19,10 +19,4 @@ class BenchInputError(InvalidInputError):
 
 def bench_dependency(module: str) -> ModuleType:
     """Import a dependency of the ``bench`` extra, or say how to install it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise ConfigError(
-            f"this benchmark needs {module.split('.')[0]!r}, from the bench extra: "
-            "pip install 'tiermem[bench]'"
-        ) from exc
+    return extra_dependency(module, "bench", "this benchmark")

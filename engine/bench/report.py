@@ -44,11 +44,41 @@ def _recall_tokens(point: dict[str, Any]) -> str:
     return f"{_fmt(point['recall'], '%')} ({_fmt(point['context_tokens'], 'int')})"
 
 
-def _curve_section(summary: dict[str, Any]) -> list[str]:
-    if not summary["curve"]:
-        return []
+Cells = tuple[list[str], list[list[str]]]  # a table: its header, its rows
+
+
+def _columns(table: Cells, wanted: Sequence[str]) -> Cells:
+    """The ``wanted`` columns of ``table``, in that order."""
+    header, rows = table
+    at = [header.index(name) for name in wanted]
+    return list(wanted), [[row[i] for i in at] for row in rows]
+
+
+def _headline_cells(summary: dict[str, Any]) -> Cells:
+    header = ["system", "questions", "evidence recall", "context tokens", "retrieval p50"]
+    header += ["retrieval p95", "end-to-end p50", "end-to-end p95", "F1", "BLEU-1", "judge"]
+    rows = [
+        [
+            name,
+            _fmt(s["questions"]),
+            _fmt(s["recall"], "%"),
+            _fmt(s["context_tokens"], "int"),
+            _fmt(s["retrieval_p50_s"], "s"),
+            _fmt(s["retrieval_p95_s"], "s"),
+            _fmt(s["e2e_p50_s"], "s"),
+            _fmt(s["e2e_p95_s"], "s"),
+            _fmt(s["f1"]),
+            _fmt(s["bleu1"]),
+            _fmt(s["judge_accuracy"], "%"),
+        ]
+        for name, s in summary["overall"].items()
+    ]
+    return header, rows
+
+
+def _curve_cells(summary: dict[str, Any]) -> Cells:
     header = ["system", "budget", "evidence recall", "mean tokens delivered", "max tokens"]
-    header += ["retrieval p50"]
+    header += ["retrieval p50", *summary["groups"]]
     rows = [
         [
             name,
@@ -57,15 +87,20 @@ def _curve_section(summary: dict[str, Any]) -> list[str]:
             _fmt(point["overall"]["context_tokens"], "int"),
             _fmt(point["overall"]["context_tokens_max"]),
             _fmt(point["overall"]["retrieval_p50_s"], "s"),
+            *[_recall_tokens(point["groups"][g]) for g in summary["groups"]],
         ]
         for name, points in summary["curve"].items()
         for budget, point in points.items()
     ]
-    by_group = [
-        [name, str(budget), *[_recall_tokens(point["groups"][g]) for g in summary["groups"]]]
-        for name, points in summary["curve"].items()
-        for budget, point in points.items()
-    ]
+    return header, rows
+
+
+def _curve_section(summary: dict[str, Any]) -> list[str]:
+    if not summary["curve"]:
+        return []
+    cells = _curve_cells(summary)
+    curve = _columns(cells, cells[0][:6])
+    by_group = _columns(cells, ["system", "budget", *summary["groups"]])
     return [
         "## Recall vs delivered tokens (headline questions)",
         "",
@@ -73,11 +108,11 @@ def _curve_section(summary: dict[str, Any]) -> list[str]:
         "the same context builder (turns grouped by session under one date). The budget is a "
         "ceiling: the tokens shown are those actually delivered. Plot: `recall_vs_tokens.png`.",
         "",
-        _markdown_table(header, rows),
+        _markdown_table(*curve),
         "",
         "### By question group, every budget: evidence recall (mean tokens delivered)",
         "",
-        _markdown_table(["system", "budget", *summary["groups"]], by_group),
+        _markdown_table(*by_group),
         "",
     ]
 
@@ -124,7 +159,6 @@ def render_report(
     records: Sequence[dict[str, Any]] = (),
     turn_text: dict[tuple[str, str], str] | None = None,
 ) -> str:
-    overall = summary["overall"]
     budget = summary.get("headline_budget")
     delivery = f"budgets = {cfg.budgets}, headline at {budget}" if budget else f"k = {cfg.k}"
     roles = f"{cfg.model} as {', '.join(cfg.roles)}" if cfg.model else "none (model-free roles)"
@@ -145,37 +179,7 @@ def render_report(
         "",
         f"## Headline (headline questions{f', budget {budget} tokens' if budget else ''})",
         "",
-        _markdown_table(
-            [
-                "system",
-                "questions",
-                "evidence recall",
-                "context tokens",
-                "retrieval p50",
-                "retrieval p95",
-                "end-to-end p50",
-                "end-to-end p95",
-                "F1",
-                "BLEU-1",
-                "judge",
-            ],
-            [
-                [
-                    name,
-                    _fmt(s["questions"]),
-                    _fmt(s["recall"], "%"),
-                    _fmt(s["context_tokens"], "int"),
-                    _fmt(s["retrieval_p50_s"], "s"),
-                    _fmt(s["retrieval_p95_s"], "s"),
-                    _fmt(s["e2e_p50_s"], "s"),
-                    _fmt(s["e2e_p95_s"], "s"),
-                    _fmt(s["f1"]),
-                    _fmt(s["bleu1"]),
-                    _fmt(s["judge_accuracy"], "%"),
-                ]
-                for name, s in overall.items()
-            ],
-        ),
+        _markdown_table(*_headline_cells(summary)),
         "",
         *_curve_section(summary),
         "## Evidence recall by question group (mean tokens delivered)",
@@ -339,36 +343,21 @@ def write_outputs(
     report = render_report(cfg, summary, builds, quirks, tokenizer, records, turn_text)
     (cfg.out / "report.md").write_text(report)
     plot(summary, records, cfg.out, cfg.name)
-    table = Table(title=f"{cfg.name}: headline questions")
-    for column in ("system", "questions", "recall", "tokens", "retrieval p50", "F1"):
-        table.add_column(column, justify="right")
-    for name, s in summary["overall"].items():
-        table.add_row(
-            name,
-            str(s["questions"]),
-            _fmt(s["recall"], "%"),
-            _fmt(s["context_tokens"], "int"),
-            _fmt(s["retrieval_p50_s"], "s"),
-            _fmt(s["f1"]),
-        )
-    console.print(table)
+    shown = ["system", "questions", "evidence recall", "context tokens", "retrieval p50", "F1"]
+    headline = _columns(_headline_cells(summary), shown)
+    console.print(_console_table(f"{cfg.name}: headline questions", headline))
     if summary["curve"]:
-        console.print(_curve_table(summary))
+        title = "Recall vs delivered tokens, headline questions (and per group)"
+        shown = ["system", "budget", "evidence recall", "mean tokens delivered", *summary["groups"]]
+        console.print(_console_table(title, _columns(_curve_cells(summary), shown)))
     console.print(f"wrote {cfg.out / 'report.md'}, results.json and plots")
     return results
 
 
-def _curve_table(summary: dict[str, Any]) -> Table:
-    table = Table(title="Recall vs delivered tokens, headline questions (and per group)")
-    for column in ("system", "budget", "recall", "tokens", *summary["groups"]):
+def _console_table(title: str, cells: Cells) -> Table:
+    table = Table(title=title)
+    for column in cells[0]:
         table.add_column(column, justify="right")
-    for name, points in summary["curve"].items():
-        for budget, point in points.items():
-            table.add_row(
-                name,
-                str(budget),
-                _fmt(point["overall"]["recall"], "%"),
-                _fmt(point["overall"]["context_tokens"], "int"),
-                *[_recall_tokens(point["groups"][g]) for g in summary["groups"]],
-            )
+    for row in cells[1]:
+        table.add_row(*row)
     return table

@@ -7,7 +7,6 @@ never at import: importing tiermem stays cheap.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,8 +40,6 @@ def _load(model: str, device: str) -> Any:
     key = (model, device)
     with _LOCK:
         if key not in _MODELS:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub at run time
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
             from sentence_transformers import SentenceTransformer
             from transformers.utils import logging as transformers_logging
 
@@ -50,7 +47,8 @@ def _load(model: str, device: str) -> Any:
 
             path = packaged_model_path(model)
             try:
-                _MODELS[key] = SentenceTransformer(str(path), device=device)
+                # a local directory, and never a hub: the caller's environment is left alone
+                _MODELS[key] = SentenceTransformer(str(path), device=device, local_files_only=True)
             except (OSError, ValueError, RuntimeError) as exc:
                 raise EmbedderError(f"could not load embedder from {path}: {exc}") from exc
         return _MODELS[key]

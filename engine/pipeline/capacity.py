@@ -16,9 +16,8 @@ from dataclasses import replace
 from datetime import datetime
 
 from tiermem.components import Components
-from tiermem.journal import AuditRecord
 from tiermem.pipeline.commit import StoreChange, commit, embed_entries
-from tiermem.types import AuditOp, MemoryEntry, SearchFilters
+from tiermem.types import AuditOp, AuditRecord, MemoryEntry, SearchFilters
 
 LOW_WATER = 0.95
 

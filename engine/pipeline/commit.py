@@ -34,10 +34,10 @@ from tiermem.components import Components
 from tiermem.embedding.base import EmbedMode, Vectors, check_vectors
 from tiermem.errors import AuditError
 from tiermem.faults import reached
-from tiermem.journal import AuditRecord, Intent
+from tiermem.journal import Intent
 from tiermem.render import index_text
 from tiermem.stores.payload import entry_to_payload, payload_to_entry
-from tiermem.types import MemoryEntry, Turn
+from tiermem.types import AuditRecord, MemoryEntry, Turn
 
 logger = logging.getLogger(__name__)
 

@@ -19,9 +19,8 @@ from datetime import datetime
 import numpy as np
 from tiermem.components import Components
 from tiermem.embedding.base import EmbedMode, Vectors, check_vectors
-from tiermem.journal import AuditRecord
 from tiermem.pipeline.commit import StoreChange, commit, embed_entries
-from tiermem.types import VERBATIM_KINDS, AuditOp, MemoryEntry, SearchFilters, Turn
+from tiermem.types import VERBATIM_KINDS, AuditOp, AuditRecord, MemoryEntry, SearchFilters, Turn
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,14 +23,21 @@ import numpy as np
 from tiermem.components import Components
 from tiermem.embedding.base import EmbedMode
 from tiermem.errors import MemoryNotFoundError, TiermemError
-from tiermem.journal import AuditRecord
 from tiermem.lexical import lexical_query
 from tiermem.pipeline.capacity import enforce_capacity
 from tiermem.pipeline.commit import StoreChange, commit, embed_entries
 from tiermem.pipeline.recovery import finish_unfinished
 from tiermem.pipeline.resolve import Proposed, apply_writes, merged_entry, plan_writes
 from tiermem.roles.extract import CandidateEntry
-from tiermem.types import VERBATIM_KINDS, AddResult, AuditOp, MemoryEntry, SearchFilters, Turn
+from tiermem.types import (
+    VERBATIM_KINDS,
+    AddResult,
+    AuditOp,
+    AuditRecord,
+    MemoryEntry,
+    SearchFilters,
+    Turn,
+)
 
 logger = logging.getLogger(__name__)
 

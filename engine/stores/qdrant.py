@@ -211,54 +211,59 @@ class QdrantStore:
             if index is not None:
                 index.upsert_many((str(p.id), str((p.payload or {})[INDEX_TEXT])) for p in points)
 
-    def get(self, user_id: str, ids: Sequence[str]) -> list[MemoryEntry]:
+    def _reading(self, user_id: str, empty: _T, read: Callable[[str], _T]) -> _T:
+        """``read`` of the user's collection (by name), or ``empty`` for a user with none,
+        or whose collection was dropped during the read."""
         name = self._collection(user_id, create=False)
-        wanted = [i for i in ids if valid_point_id(i)]
-        if name is None or not wanted:
-            return []
+        if name is None:
+            return empty
         try:
+            return read(name)
+        except _CollectionGoneError:
+            return empty
+
+    def get(self, user_id: str, ids: Sequence[str]) -> list[MemoryEntry]:
+        wanted = [i for i in ids if valid_point_id(i)]
+        if not wanted:
+            self._collection(user_id, create=False)  # a store error is raised all the same
+            return []
+
+        def read(name: str) -> list[MemoryEntry]:
             records = self._read(
                 name, "retrieve", lambda: self._client.retrieve(name, ids=wanted, with_payload=True)
             )
-        except _CollectionGoneError:
-            return []
-        found = {str(r.id): owned_entry(user_id, r.id, r.payload) for r in records}
-        return [e for e in (found.get(i) for i in wanted) if e is not None]
+            found = {str(r.id): owned_entry(user_id, r.id, r.payload) for r in records}
+            return [e for e in (found.get(i) for i in wanted) if e is not None]
+
+        return self._reading(user_id, [], read)
 
     def list_entries(self, user_id: str, filters: SearchFilters | None = None) -> list[MemoryEntry]:
-        name = self._collection(user_id, create=False)
-        if name is None:
-            return []
         query_filter = to_qdrant_filter(filters)
 
-        def page(start: Any) -> tuple[list[models.Record], Any]:
-            return self._client.scroll(
-                name, scroll_filter=query_filter, limit=_PAGE, offset=start, with_payload=True
-            )
+        def read(name: str) -> list[MemoryEntry]:
+            def page(start: Any) -> tuple[list[models.Record], Any]:
+                return self._client.scroll(
+                    name, scroll_filter=query_filter, limit=_PAGE, offset=start, with_payload=True
+                )
 
-        entries: list[MemoryEntry] = []
-        offset: Any = None
-        while True:
-            try:
+            entries: list[MemoryEntry] = []
+            offset: Any = None
+            while True:
                 records, offset = self._read(name, "scroll", lambda: page(offset))  # noqa: B023
-            except _CollectionGoneError:
-                return []
-            entries.extend(e for r in records if (e := owned_entry(user_id, r.id, r.payload)))
-            if offset is None:
-                break
-        entries.sort(key=lambda e: (e.created_at, e.id))
-        return entries
+                entries.extend(e for r in records if (e := owned_entry(user_id, r.id, r.payload)))
+                if offset is None:
+                    break
+            entries.sort(key=lambda e: (e.created_at, e.id))
+            return entries
+
+        return self._reading(user_id, [], read)
 
     def search(
         self, user_id: str, vector: Vectors, filters: SearchFilters, limit: int
     ) -> list[ScoredEntry]:
-        name = self._collection(user_id, create=False)
-        if name is None:
-            return []
-        try:
-            return self._dense(name, user_id, vector, filters, limit)
-        except _CollectionGoneError:
-            return []
+        return self._reading(
+            user_id, [], lambda name: self._dense(name, user_id, vector, filters, limit)
+        )
 
     def _dense(
         self, name: str, user_id: str, vector: Vectors, filters: SearchFilters, limit: int
@@ -297,13 +302,11 @@ class QdrantStore:
     ) -> HybridHits:
         """Dense and BM25 in one round trip (a batch of two queries); ``text`` is the BM25
         query (see ``tiermem.lexical``): when empty, only the dense query runs."""
-        name = self._collection(user_id, create=False)
-        if name is None:
-            return HybridHits([], [])
-        try:
-            return self._hybrid(name, user_id, vector, text, filters, limit)
-        except _CollectionGoneError:
-            return HybridHits([], [])
+        return self._reading(
+            user_id,
+            HybridHits([], []),
+            lambda name: self._hybrid(name, user_id, vector, text, filters, limit),
+        )
 
     def _hybrid(
         self,
@@ -429,13 +432,10 @@ class QdrantStore:
         self, user_id: str, ids: Sequence[str], at: datetime
     ) -> dict[str, AccessUpdate]:
         with self._lock:  # read, add one, write: no other call of this store in between
-            name = self._collection(user_id, create=False)
-            if name is None:  # the user was forgotten since the search
-                return {}
-            try:
-                return self._record_access(name, user_id, ids, at)
-            except _CollectionGoneError:  # forgotten by another process meanwhile
-                return {}
+            # {} for a user forgotten since the search, here or by another process meanwhile
+            return self._reading(
+                user_id, {}, lambda name: self._record_access(name, user_id, ids, at)
+            )
 
     def _record_access(
         self, name: str, user_id: str, ids: Sequence[str], at: datetime
@@ -511,13 +511,13 @@ class QdrantStore:
             self._call("restrict", self._restrict)  # meta.json is rewritten on every drop
 
     def count(self, user_id: str) -> int:
-        name = self._collection(user_id, create=False)
-        if name is None:
-            return 0
-        try:
-            return self._read(name, "count", lambda: self._client.count(name, exact=True).count)
-        except _CollectionGoneError:
-            return 0
+        return self._reading(
+            user_id,
+            0,
+            lambda name: self._read(
+                name, "count", lambda: self._client.count(name, exact=True).count
+            ),
+        )
 
     def check_writable(self) -> None:
         """A server: it answers. Embedded on disk: a few pages can be written and synced in

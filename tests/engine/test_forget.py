@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from tiermem import Memory
 from tiermem.errors import JournalUnavailableError
-from tiermem.journal import COMPACT, AuditRecord, Journal
-from tiermem.types import AuditOp, Role, Turn
+from tiermem.journal import COMPACT, Journal
+from tiermem.types import AuditOp, AuditRecord, Role, Turn
 
 from tests.conftest import T0, MemoryFactory, chat, many_pages
 

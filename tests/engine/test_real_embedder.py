@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +40,22 @@ def test_model_is_loaded_once_per_process() -> None:
     a.embed(["one"], EmbedMode.QUERY)
     b.embed(["two"], EmbedMode.QUERY)
     assert len(sentence_transformer._MODELS) == 1
+
+
+def test_loading_leaves_the_callers_environment_alone() -> None:
+    """Offline by loading a local directory only: no HF_HUB_OFFLINE set behind the caller's
+    back (it would change how the caller's own transformers code behaves)."""
+    probe = (
+        "import os; from tiermem.config import EmbedderConfig;"
+        "from tiermem.embedding import EmbedMode, build_embedder;"
+        "build_embedder(EmbedderConfig()).embed(['hi'], EmbedMode.QUERY);"
+        "print(sorted(k for k in os.environ if k.endswith('_OFFLINE')))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_OFFLINE")}
+    out = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]"
 
 
 def test_embedded_default_answers_with_source_turns(tmp_path: Path) -> None:
