@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import httpx
 from tiermem.clock import SystemClock
-from tiermem.context import DeliveredContext
+from tiermem.context import DEFAULT_BUDGET_TOKENS, DeliveredContext
 from tiermem.errors import ServiceUnavailableError, TiermemError
 from tiermem.memory import ForgetReport
 from tiermem.service.codes import exception_from
@@ -73,11 +73,12 @@ def _filters_param(filters: SearchFilters | None) -> dict[str, Any]:
 
 
 class Calls:
-    """Each method of the client API as a validated ``Call``."""
+    """Each method of the client API (``tiermem.api.MemoryAPI``, the same parameters and
+    defaults) as a validated ``Call``."""
 
     @staticmethod
     def add(
-        messages: MessageLike | Iterable[MessageLike], user_id: str, session_id: str | None
+        messages: MessageLike | Iterable[MessageLike], user_id: str, session_id: str | None = None
     ) -> Call:
         uid, sid = validate_user_id(user_id), validate_session_id(session_id)
         if not isinstance(messages, str | Mapping) and isinstance(messages, Iterable):
@@ -90,9 +91,9 @@ class Calls:
     def search(
         query: str,
         user_id: str,
-        k: int | None,
-        filters: SearchFilters | None,
-        session_id: str | None,
+        k: int | None = None,
+        filters: SearchFilters | None = None,
+        session_id: str | None = None,
     ) -> Call:
         body = {
             "query": validate_text(query),
@@ -107,11 +108,11 @@ class Calls:
     def context(
         query: str,
         user_id: str,
-        budget_tokens: int,
-        session_id: str | None,
-        filters: SearchFilters | None,
-        k: int | None,
-        expand: bool,
+        budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+        session_id: str | None = None,
+        filters: SearchFilters | None = None,
+        k: int | None = None,
+        expand: bool = True,
     ) -> Call:
         body = {
             "query": validate_text(query),
@@ -126,7 +127,10 @@ class Calls:
 
     @staticmethod
     def answer(
-        query: str, user_id: str, session_id: str | None, filters: SearchFilters | None
+        query: str,
+        user_id: str,
+        session_id: str | None = None,
+        filters: SearchFilters | None = None,
     ) -> Call:
         body = {
             "query": validate_text(query),
@@ -145,7 +149,7 @@ class Calls:
         return Call("POST", "/v1/source-turns", body=body, result=dict[str, Turn])
 
     @staticmethod
-    def working_memory(user_id: str, session_id: str | None) -> Call:
+    def working_memory(user_id: str, session_id: str | None = None) -> Call:
         params = {"user_id": validate_user_id(user_id)}
         if session_id is not None:
             params["session_id"] = validate_session_id(session_id)
@@ -163,7 +167,7 @@ class Calls:
         return Call(call.method, call.path, call.params, result=MemoryEntry)
 
     @staticmethod
-    def get_all(user_id: str, filters: SearchFilters | None) -> Call:
+    def get_all(user_id: str, filters: SearchFilters | None = None) -> Call:
         params = {"user_id": validate_user_id(user_id), **_filters_param(filters)}
         return Call("GET", "/v1/memories", params, result=list[MemoryEntry])
 
@@ -188,7 +192,7 @@ class Calls:
         return Call("DELETE", path, result=ForgetReport)
 
     @staticmethod
-    def consolidate_now(user_id: str | None) -> Call:
+    def consolidate_now(user_id: str | None = None) -> Call:
         from tiermem.offline.consolidate import ConsolidationReport
 
         body = {"user_id": None if user_id is None else validate_user_id(user_id)}
