@@ -217,6 +217,25 @@ class GeneratorConfig(_Section):
     max_memories: int = Field(default=5, gt=0)
 
 
+class DeliveryConfig(_Section):
+    """How ``context()`` and ``answer()`` spend a token budget (``tiermem.policy
+    .DeliveryPolicy``): hits retrieved per token of budget, their cap, the budget of
+    ``answer()``, and the neighbour shares of expansion (``tiermem.policy.Expansion``)."""
+
+    tokens_per_hit: int = Field(default=25, gt=0)  # about one conversational turn
+    max_hits: int = Field(default=200, gt=0)
+    answer_budget_tokens: int = Field(default=1200, gt=0)
+    reply: float = Field(default=0.5, ge=0, le=1)
+    previous: float = Field(default=0.3, ge=0, le=1)
+    burst: float = Field(default=0.8, ge=0, le=1)
+    decay: float = Field(default=0.7, ge=0, le=1)
+    reach: int = Field(default=4, ge=0)
+    member: float = Field(default=0.9, ge=0, le=1)
+    distinct: bool = True
+    cut: float = Field(default=0.0, ge=0, le=1)
+    fall_off: float = Field(default=0.0, ge=0, le=1)
+
+
 class JournalConfig(_Section):
     """The SQLite journal: the audit log and the source turns that MTM entries point to.
     ``path=None`` keeps it in memory (tests)."""
@@ -239,6 +258,7 @@ class TiermemConfig(_Section):
     ltm: LTMConfig = LTMConfig()
     generator: GeneratorConfig = GeneratorConfig()
     journal: JournalConfig = JournalConfig()
+    delivery: DeliveryConfig = DeliveryConfig()
     default_k: int = Field(default=5, gt=0)
 
     @classmethod

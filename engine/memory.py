@@ -23,7 +23,7 @@ from tiermem.components import Components, build_components
 from tiermem.config import DEFAULT_DATA_DIR, BackendConfig, TiermemConfig
 from tiermem.context import DEFAULT_BUDGET_TOKENS, DeliveredContext
 from tiermem.errors import ClosedError, ConfigError, KnowledgeItemError, MemoryNotFoundError
-from tiermem.pipeline.deliver import DEFAULT_EXPANSION, NO_EXPANSION, build_context, hits_for_budget
+from tiermem.pipeline.deliver import build_context
 from tiermem.pipeline.forget import ForgetReport as ForgetReport  # public here
 from tiermem.pipeline.forget import run_forget
 from tiermem.pipeline.read import run_search
@@ -257,19 +257,20 @@ class Memory:
         with ``expand``, the replies and lead-ins worth their tokens), grouped by session
         under one date each, at most ``budget_tokens`` by the memory's token counter.
 
-        ``k`` hits are retrieved (by default about one per 25 tokens of budget); fewer are
+        ``k`` hits are retrieved (by default one per ``delivery.tokens_per_hit`` tokens of
+        budget, 25); fewer are
         delivered when the budget is spent first. ``hits`` of the result are those delivered,
         with their provenance; only they count as accessed."""
         self._check_open()
         uid = validate_user_id(user_id)
         budget = validate_k(budget_tokens, "budget_tokens")
-        limit = validate_k(k if k is not None else hits_for_budget(budget, self.config.default_k))
+        delivery = self._c.policy.delivery
+        limit = validate_k(k if k is not None else delivery.hits_for(budget, self.config.default_k))
         sid = validate_session_id(session_id)
         stm = self._c.stm.window(uid, sid)
         text, checked = validate_text(query), validate_filters(filters)
         hits = run_search(self._c, uid, text, limit, checked, stm, record=False)
-        expansion = DEFAULT_EXPANSION if expand else NO_EXPANSION
-        return build_context(self._c, uid, hits, budget, expansion)
+        return build_context(self._c, uid, hits, budget, delivery.expansion_for(expand))
 
     def answer(
         self,
@@ -279,12 +280,14 @@ class Memory:
         filters: SearchFilters | None = None,
     ) -> AnswerResult:
         """Answer from memory: the text, the hits used, their source turns, context size.
-        The generator reads ``context()`` at ``generator.max_memories`` hits."""
+        The generator reads ``context()`` at ``generator.max_memories`` hits, within
+        ``delivery.answer_budget_tokens``."""
         self._check_open()
         uid = validate_user_id(user_id)
         sid = validate_session_id(session_id)
         k = self.config.generator.max_memories
-        ctx = self.context(query, uid, DEFAULT_BUDGET_TOKENS, sid, filters, k=k)
+        budget = self._c.policy.delivery.answer_budget_tokens
+        ctx = self.context(query, uid, budget, sid, filters, k=k)
         stm = self._c.stm.window(uid, sid)
         text = self._c.generator.generate(query, stm, ctx)
         sources = self._c.journal.turns(uid, list(ctx.turn_ids))

@@ -5,13 +5,83 @@ selectors receive no budgets of their own.
 >>> from tiermem.config import TiermemConfig
 >>> policy_from_config(TiermemConfig.for_tests()).ltm_share  # LTM is off by default
 0.0
+
+Two budgets, both made here only: a search's candidate budget counts hits and candidates
+(``budget_plan``: how many of ``k`` each tier takes, how many candidates each query
+fetches); a context's token budget counts tokens (``DeliveryPolicy``: how many hits a
+budget of tokens asks for, what ``answer()`` may read, which neighbours are offered).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
-from tiermem.config import TiermemConfig
+from tiermem.config import DeliveryConfig, TiermemConfig
+from tiermem.ranking import split_budget
+from tiermem.roles.plan import PlanIntent, RetrievalPlan, Route, TierBudgets
+
+
+@dataclass(frozen=True, slots=True)
+class Expansion:
+    """How much a neighbour of a hit is worth, as a share of the hit's value; 0 turns it off.
+
+    ``burst``: a turn of the hit's own burst (the same speaker, no one between);
+    ``reply`` / ``previous``: the first turn of the burst after / before, each further turn
+    of that burst worth ``decay`` times the one before; ``reach``: the most neighbours
+    offered on each side; ``member``: each turn of a hit of several turns (an exchange) on
+    its own, for when the whole does not fit (a long answer to a short question);
+    ``distinct``: a hit whose turns better hits already found takes no rank of its own.
+    ``cut``: units worth less than this share of the best unit are not delivered.
+    ``fall_off``: a hit is delivered only if one of its retrievers scored it at least this
+    share of that retriever's best score in the result (0 keeps every hit)."""
+
+    reply: float = 0.5
+    previous: float = 0.3
+    burst: float = 0.8
+    decay: float = 0.7
+    reach: int = 4
+    member: float = 0.9
+    distinct: bool = True
+    cut: float = 0.0
+    fall_off: float = 0.0
+
+
+NO_EXPANSION = Expansion(reply=0.0, previous=0.0, burst=0.0, member=0.0, fall_off=0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryPolicy:
+    """Every rule of spending a token budget (``Memory.context()``, ``answer()``):
+    ``tokens_per_hit``, hits retrieved per token of budget (at most ``max_hits``);
+    ``answer_budget_tokens``, what ``answer()`` lets the generator read; ``expansion``, the
+    neighbours offered around each hit (``expand=False``: none).
+
+    >>> DeliveryPolicy().hits_for(1200, floor=10)
+    48
+    """
+
+    tokens_per_hit: int = 25
+    max_hits: int = 200
+    answer_budget_tokens: int = 1200
+    expansion: Expansion = field(default_factory=Expansion)
+
+    def hits_for(self, budget_tokens: int, floor: int) -> int:
+        """How many hits to retrieve to fill ``budget_tokens`` (at least ``floor``)."""
+        return max(floor, min(self.max_hits, budget_tokens // self.tokens_per_hit))
+
+    def expansion_for(self, expand: bool) -> Expansion:
+        return self.expansion if expand else NO_EXPANSION
+
+
+def delivery_from_config(config: DeliveryConfig) -> DeliveryPolicy:
+    shares = config.model_dump(exclude={"tokens_per_hit", "max_hits", "answer_budget_tokens"})
+    return DeliveryPolicy(
+        tokens_per_hit=config.tokens_per_hit,
+        max_hits=config.max_hits,
+        answer_budget_tokens=config.answer_budget_tokens,
+        expansion=Expansion(**shares),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +97,8 @@ class Policy:
       (``slm.candidate_multiplier``);
     - ``ltm_share``: the most of ``k`` that LTM facts may take; 0 when LTM is off
       (``ltm.max_share``);
-    - ``selector_min_keep``: the fewest hits a model selector may keep (``slm.selector_min_keep``).
+    - ``selector_min_keep``: the fewest hits a model selector may keep (``slm.selector_min_keep``);
+    - ``delivery``: how a token budget is spent (``delivery``).
 
     The knowledge graph's own thresholds (merge, decay, search) are the LTM's, built from
     ``ltm`` by ``build_ltm``; the LTM tier's share of a search is here.
@@ -39,6 +110,7 @@ class Policy:
     candidate_multiplier: int = 2
     ltm_share: float = 0.0
     selector_min_keep: int = 1
+    delivery: DeliveryPolicy = field(default_factory=DeliveryPolicy)
 
 
 def policy_from_config(config: TiermemConfig) -> Policy:
@@ -51,4 +123,46 @@ def policy_from_config(config: TiermemConfig) -> Policy:
         candidate_multiplier=slm.candidate_multiplier,
         ltm_share=config.ltm.max_share if config.ltm.enabled else 0.0,
         selector_min_keep=slm.selector_min_keep,
+        delivery=delivery_from_config(config.delivery),
+    )
+
+
+def budget_plan(intent: PlanIntent, k: int, policy: Policy) -> RetrievalPlan:
+    """The only place budgets are made. ``multiplier*k`` candidates split by query weight;
+    ``k`` split over MTM and LTM by the weight routed to each (a query routed to both counts
+    half to each), LTM's part capped at ``ltm_share`` of ``k``; a query routed to LTM asks
+    it for at most ``multiplier`` candidates per LTM hit (and no more than its own budget).
+
+    >>> from tiermem.roles.plan import PlannedQuery
+    >>> from tiermem.types import SearchFilters
+    >>> p = budget_plan(PlanIntent((PlannedQuery("q", Route.BOTH),), SearchFilters(), "x"), 10,
+    ...                 Policy(candidate_multiplier=2, ltm_share=0.3))
+    >>> p.candidate_budgets, p.ltm_budgets, p.tier_budgets
+    ((20,), (6,), TierBudgets(mtm=7, ltm=3))
+    """
+    queries = intent.queries
+    weights = [q.weight for q in queries]
+    mtm = sum(
+        q.weight * (1.0 if q.route is Route.MTM else 0.5 if q.route is Route.BOTH else 0.0)
+        for q in queries
+    )
+    ltm = sum(weights) - mtm
+    k_mtm, k_ltm = split_budget(k, [mtm, ltm]) if ltm > 0 else (k, 0)
+    cap = math.ceil(k * policy.ltm_share - 1e-9)
+    if k_ltm > cap:
+        k_mtm, k_ltm = k - cap, cap
+    budgets = tuple(split_budget(policy.candidate_multiplier * k, weights))
+    ltm_budgets = tuple(
+        min(budget, k_ltm * policy.candidate_multiplier) if q.route is not Route.MTM else 0
+        for q, budget in zip(queries, budgets, strict=True)
+    )
+    return RetrievalPlan(
+        queries=queries,
+        filters=intent.filters,
+        k=k,
+        candidate_budgets=budgets,
+        ltm_budgets=ltm_budgets,
+        tier_budgets=TierBudgets(k_mtm, k_ltm),
+        source=intent.source,
+        notes=intent.notes,
     )

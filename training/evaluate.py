@@ -40,7 +40,7 @@ from tiermem.bench.metrics import evidence_recall
 from tiermem.bench.systems import Tiermem
 from tiermem.components import Components
 from tiermem.config import BackendConfig, EmbedderConfig, TiermemConfig
-from tiermem.pipeline.deliver import DEFAULT_EXPANSION, build_context
+from tiermem.pipeline.deliver import build_context
 from tiermem.ranking import calibrate_threshold
 from tiermem.roles.plan import Candidate, Selection, Selector, TopKSelector
 from tiermem.slm.meter import Meter
@@ -224,7 +224,8 @@ def _rows(
         ]
         recall_at, tokens_at = {}, {}
         for budget in cfg.budgets:
-            ctx = build_context(c, sample.sample_id, hits, budget, DEFAULT_EXPANSION, record=False)
+            expansion = c.policy.delivery.expansion
+            ctx = build_context(c, sample.sample_id, hits, budget, expansion, record=False)
             recall_at[budget] = evidence_recall(question.evidence, set(ctx.turn_ids))
             tokens_at[budget] = ctx.tokens
         own = {t for cand in kept for t in cand.source_turn_ids}

@@ -12,53 +12,16 @@ tokens; it is off by default, since the budget is the caller's."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from tiermem.components import Components
 from tiermem.context import ContextTurn, DeliveredContext, Unit, pack
 from tiermem.pipeline.read import record_access
+from tiermem.policy import Expansion
 from tiermem.render import render_memory
 from tiermem.types import MemoryKind, SearchHit, Tier, Turn
 
-
-@dataclass(frozen=True, slots=True)
-class Expansion:
-    """How much a neighbour of a hit is worth, as a share of the hit's value; 0 turns it off.
-
-    ``burst``: a turn of the hit's own burst (the same speaker, no one between);
-    ``reply`` / ``previous``: the first turn of the burst after / before, each further turn
-    of that burst worth ``decay`` times the one before; ``reach``: the most neighbours
-    offered on each side; ``member``: each turn of a hit of several turns (an exchange) on
-    its own, for when the whole does not fit (a long answer to a short question);
-    ``distinct``: a hit whose turns better hits already found takes no rank of its own.
-    ``cut``: units worth less than this share of the best unit are not delivered.
-    ``fall_off``: a hit is delivered only if one of its retrievers scored it at least this
-    share of that retriever's best score in the result (0 keeps every hit)."""
-
-    reply: float = 0.5
-    previous: float = 0.3
-    burst: float = 0.8
-    decay: float = 0.7
-    reach: int = 4
-    member: float = 0.9
-    distinct: bool = True
-    cut: float = 0.0
-    fall_off: float = 0.0
-
-
-DEFAULT_EXPANSION = Expansion()
-NO_EXPANSION = Expansion(reply=0.0, previous=0.0, burst=0.0, member=0.0, fall_off=0.0)
 RETRIEVERS = ("dense", "bm25", "ltm")  # the raw scores a first-stage hit carries
-TOKENS_PER_HIT = 25  # about one conversational turn
-
-
-def hits_for_budget(budget_tokens: int, floor: int) -> int:
-    """How many hits to retrieve to fill a budget (at least ``floor``, at most 200).
-
-    >>> hits_for_budget(1200, 10)
-    48
-    """
-    return max(floor, min(200, budget_tokens // TOKENS_PER_HIT))
 
 
 def context_turns(turns: Sequence[Turn]) -> dict[str, ContextTurn]:
@@ -220,15 +183,11 @@ def delivered_hits(ctx: DeliveredContext, hits: Sequence[SearchHit]) -> list[Sea
 
 
 __all__ = [
-    "DEFAULT_EXPANSION",
-    "NO_EXPANSION",
-    "Expansion",
     "build_context",
     "context_turns",
     "delivered_hits",
     "hit_units",
     "hit_value",
-    "hits_for_budget",
     "neighbours",
     "strong_hits",
 ]

@@ -10,8 +10,9 @@ from dataclasses import replace
 from tiermem.components import Components
 from tiermem.embedding.base import EmbedMode, Vectors, check_vectors
 from tiermem.lexical import lexical_query
+from tiermem.policy import budget_plan
 from tiermem.ranking import reciprocal_rank_fusion
-from tiermem.roles.plan import Candidate, RetrievalPlan, Route, budget_plan
+from tiermem.roles.plan import Candidate, RetrievalPlan, Route
 from tiermem.types import MemoryKind, ScoreExplanation, SearchFilters, SearchHit, Tier, Turn
 
 # Dense + BM25 fusion over a user's own entries. Each list is short (a few times k) and its

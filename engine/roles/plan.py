@@ -4,15 +4,12 @@ defaults used when no SLM is configured."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Protocol
 
-from tiermem.policy import Policy
-from tiermem.ranking import split_budget
 from tiermem.types import KnowledgeFact, MemoryEntry, SearchFilters, Tiered, Turn
 
 
@@ -62,45 +59,6 @@ class RetrievalPlan:
     tier_budgets: TierBudgets
     source: str
     notes: tuple[str, ...] = ()
-
-
-def budget_plan(intent: PlanIntent, k: int, policy: Policy) -> RetrievalPlan:
-    """The only place budgets are made. ``multiplier*k`` candidates split by query weight;
-    ``k`` split over MTM and LTM by the weight routed to each (a query routed to both counts
-    half to each), LTM's part capped at ``ltm_share`` of ``k``; a query routed to LTM asks
-    it for at most ``multiplier`` candidates per LTM hit (and no more than its own budget).
-
-    >>> p = budget_plan(PlanIntent((PlannedQuery("q", Route.BOTH),), SearchFilters(), "x"), 10,
-    ...                 Policy(candidate_multiplier=2, ltm_share=0.3))
-    >>> p.candidate_budgets, p.ltm_budgets, p.tier_budgets
-    ((20,), (6,), TierBudgets(mtm=7, ltm=3))
-    """
-    queries = intent.queries
-    weights = [q.weight for q in queries]
-    mtm = sum(
-        q.weight * (1.0 if q.route is Route.MTM else 0.5 if q.route is Route.BOTH else 0.0)
-        for q in queries
-    )
-    ltm = sum(weights) - mtm
-    k_mtm, k_ltm = split_budget(k, [mtm, ltm]) if ltm > 0 else (k, 0)
-    cap = math.ceil(k * policy.ltm_share - 1e-9)
-    if k_ltm > cap:
-        k_mtm, k_ltm = k - cap, cap
-    budgets = tuple(split_budget(policy.candidate_multiplier * k, weights))
-    ltm_budgets = tuple(
-        min(budget, k_ltm * policy.candidate_multiplier) if q.route is not Route.MTM else 0
-        for q, budget in zip(queries, budgets, strict=True)
-    )
-    return RetrievalPlan(
-        queries=queries,
-        filters=intent.filters,
-        k=k,
-        candidate_budgets=budgets,
-        ltm_budgets=ltm_budgets,
-        tier_budgets=TierBudgets(k_mtm, k_ltm),
-        source=intent.source,
-        notes=intent.notes,
-    )
 
 
 class Planner(Protocol):

@@ -9,7 +9,8 @@ import pytest
 from tiermem import Memory
 from tiermem.context import ContextTurn, Unit, pack
 from tiermem.errors import InvalidLimitError
-from tiermem.pipeline.deliver import Expansion, hit_units
+from tiermem.pipeline.deliver import hit_units
+from tiermem.policy import Expansion
 from tiermem.tokens import ApproxTokenCounter
 
 from tests.conftest import T0, MemoryFactory, chat

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from tiermem import ManualClock, Memory, Tier, TiermemConfig
-from tiermem.config import merge_overrides
+from tiermem.config import DeliveryConfig, merge_overrides
 from tiermem.policy import Policy, policy_from_config
 from tiermem.slm.base import SLMRequest
 
@@ -170,7 +170,57 @@ CASES: dict[str, tuple[Base, tuple[str, str], tuple[Any, Any], Observe]] = {
 
 
 def test_every_policy_field_has_a_case() -> None:
-    assert set(CASES) == {f.name for f in dataclasses.fields(Policy)}
+    assert set(CASES) | {"delivery"} == {f.name for f in dataclasses.fields(Policy)}
+
+
+def _changed(value: object) -> object:
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, float):
+        return 1.0 if value == 0.0 else value / 2
+    assert isinstance(value, int)
+    return value + 1
+
+
+@pytest.mark.parametrize("name", sorted(DeliveryConfig.model_fields))
+def test_every_delivery_setting_reaches_the_policy(name: str) -> None:
+    value = _changed(DeliveryConfig.model_fields[name].default)
+    config = merge_overrides(TiermemConfig.for_tests(), {"delivery": {name: value}})
+    delivery = policy_from_config(config).delivery
+    found = (
+        getattr(delivery, name) if hasattr(delivery, name) else getattr(delivery.expansion, name)
+    )
+    assert found == value
+
+
+def _delivered(config: TiermemConfig, clock: ManualClock) -> object:
+    with Memory(config, clock=clock) as memory:
+        for i, fact in enumerate(FACTS):
+            memory.add(chat(("user", fact), start=T0 + timedelta(minutes=i)), "u")
+        context = memory.context("Lisbon", "u", 1200)
+        answer = memory.answer("Lisbon", "u")
+        return len(context.hits), len(context.turn_ids), answer.context_tokens
+
+
+@pytest.mark.parametrize(
+    ("name", "values", "others"),
+    [
+        ("tokens_per_hit", (25, 600), {}),  # 48 hits asked for, or default_k's 5
+        ("max_hits", (200, 1), {"tokens_per_hit": 1}),
+        ("answer_budget_tokens", (1200, 12), {}),
+        # one hit, and the rest of its speaker's burst (every fact is one speaker's)
+        ("burst", (0.8, 0.0), {"max_hits": 1, "tokens_per_hit": 1, "previous": 0, "reply": 0}),
+    ],
+)
+def test_delivery_settings_change_what_is_delivered(
+    name: str, values: tuple[object, object], others: dict[str, object], clock: ManualClock
+) -> None:
+    seen = []
+    for value in values:
+        delivery = {**others, name: value}
+        config = merge_overrides(TiermemConfig.for_tests(), {"delivery": delivery, "default_k": 1})
+        seen.append(_delivered(config, clock))
+    assert seen[0] != seen[1], f"delivery.{name} = {values} made no difference: {seen[0]}"
 
 
 @pytest.mark.parametrize("field", sorted(CASES))

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from tiermem import ManualClock, Memory, SearchFilters, Tier
 from tiermem.config import BackendConfig, SLMConfig
-from tiermem.roles.plan import TierBudgets, budget_plan
+from tiermem.policy import budget_plan
+from tiermem.roles.plan import TierBudgets
 
 from tests.conftest import chat
 from tests.fakes.scripted import KIND, ScriptedModels

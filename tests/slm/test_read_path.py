@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import pytest
 from tiermem import Memory
 from tiermem.errors import SLMTimeout, SLMUnavailable
-from tiermem.policy import Policy
-from tiermem.roles.plan import PlanIntent, PlannedQuery, Route, TierBudgets, budget_plan
+from tiermem.policy import Policy, budget_plan
+from tiermem.roles.plan import PlanIntent, PlannedQuery, Route, TierBudgets
 from tiermem.slm.scripted import ScriptedBackend
 from tiermem.types import SearchFilters
 
