@@ -142,6 +142,9 @@ class AsyncMemory:
     async def knowledge_history(self, item_id: str) -> list[LTMAuditEvent]:
         return await asyncio.to_thread(self.sync.knowledge_history, item_id)
 
+    async def check_writable(self) -> None:
+        await asyncio.to_thread(self.sync.check_writable)
+
     async def close(self) -> None:
         await asyncio.to_thread(self.sync.close)
 

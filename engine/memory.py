@@ -27,7 +27,7 @@ from tiermem.pipeline.deliver import build_context
 from tiermem.pipeline.forget import ForgetReport as ForgetReport  # public here
 from tiermem.pipeline.forget import run_forget
 from tiermem.pipeline.read import run_search
-from tiermem.pipeline.recovery import recover
+from tiermem.pipeline.recovery import finish_unfinished, recover
 from tiermem.pipeline.write import run_add, run_delete, run_update
 from tiermem.slm.meter import Meter
 from tiermem.types import (
@@ -359,6 +359,18 @@ class Memory:
         return self._c.stm.window(validate_user_id(user_id), validate_session_id(session_id))
 
     # -- lifecycle ------------------------------------------------------------------------
+    def check_writable(self) -> None:
+        """Raise the typed error that a write would meet now, else return: the store and the
+        journal can each take a write (a full or read-only disk cannot), and whatever an
+        earlier failure left unfinished (a write, an erasure) can be finished; it is, here,
+        as the next write would. The service's ``/readyz``."""
+        self._check_open()
+        self._c.store.check_writable()
+        self._c.journal.check_writable()
+        if self._c.journal.has_unfinished():  # else no wait for a write in flight
+            with self._write_lock:
+                finish_unfinished(self._c)
+
     def close(self) -> None:
         """Release the store and the journal. Idempotent. New calls raise ``ClosedError`` at
         once; writes in flight finish first (close waits for them); a read in flight that

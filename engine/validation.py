@@ -67,11 +67,11 @@ def is_blank(text: str) -> bool:
     return _BLANK.fullmatch(text) is not None
 
 
-def _identifier_problem(value: object) -> str | None:
+def _identifier_problem(value: object, max_length: int = MAX_ID_LENGTH) -> str | None:
     if not isinstance(value, str):
         return f"must be a string, got {type(value).__name__}"
-    if len(value) > MAX_ID_LENGTH:
-        return f"must be at most {MAX_ID_LENGTH} characters"
+    if len(value) > max_length:
+        return f"must be at most {max_length} characters"
     if has_lone_surrogate(value):
         return SURROGATE_PROBLEM
     if not value.strip():
@@ -87,24 +87,27 @@ def _identifier_problem(value: object) -> str | None:
     return None
 
 
-def _nfc_identifier(value: object) -> tuple[str | None, str | None]:
+def _nfc_identifier(
+    value: object, max_length: int = MAX_ID_LENGTH
+) -> tuple[str | None, str | None]:
     """``(the NFC form, None)`` of a usable identifier, else ``(None, the problem)``."""
     if isinstance(value, str) and len(value) <= 4 * MAX_ID_LENGTH:
         # checked after NFC, so "José" is the same id whether composed or not; a longer
         # value (NFC composes at most 4 code points into 1) is refused as it stands
         value = unicodedata.normalize("NFC", value)
-    problem = _identifier_problem(value)
+    problem = _identifier_problem(value, max_length)
     return (value, None) if problem is None and isinstance(value, str) else (None, problem)
 
 
-def validate_user_id(user_id: object) -> str:
-    """Return ``user_id`` in Unicode NFC if it is a usable identifier, else raise
-    ``InvalidUserIdError``. NFC makes a composed and a decomposed "José" one user.
+def validate_user_id(user_id: object, max_length: int = MAX_ID_LENGTH) -> str:
+    """Return ``user_id`` in Unicode NFC if it is a usable identifier of at most
+    ``max_length`` characters, else raise ``InvalidUserIdError``. NFC makes a composed and
+    a decomposed "José" one user.
 
     >>> validate_user_id("Jose\u0301") == "Jos\u00e9"
     True
     """
-    normal, problem = _nfc_identifier(user_id)
+    normal, problem = _nfc_identifier(user_id, max_length)
     if normal is None:
         raise InvalidUserIdError(user_id, problem or "is not usable")
     return normal

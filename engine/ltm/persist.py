@@ -95,8 +95,11 @@ class DirectoryLock:
         except BaseException:
             os.close(fd)
             raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:  # the pid is for whoever is refused; on a full disk the lock holds without it
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:
+            pass
         return cls(directory, fd)
 
     def release(self) -> None:
@@ -105,7 +108,8 @@ class DirectoryLock:
         if fd is None:
             return
         try:
-            os.ftruncate(fd, 0)
+            with contextlib.suppress(OSError):  # a read-only disk: the pid just stays
+                os.ftruncate(fd, 0)
         finally:
             os.close(fd)  # closing the last descriptor drops the flock
 

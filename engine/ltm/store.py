@@ -12,6 +12,7 @@ it. A ``read_only`` view (for inspection) takes no lock and never saves.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import threading
@@ -345,16 +346,22 @@ class LongTermMemory:
         self._check_writable()
         keys = self.provenance.entry_keys(user_id, entry_ids)
         with self._lock:
-            removed, decremented = self._graph.withdraw(keys)
+            # On a copy first: the audit rows go in before the graph changes, since writing
+            # them blanks the texts of what only this user supported. Were they written after
+            # the save (as other changes are), a crash or a full disk in between would leave
+            # those texts in the audit log with nothing left to say which they were.
+            graph = copy.deepcopy(self._graph)
+            removed, decremented = graph.withdraw(keys)
+            changes = [Change("REMOVE", i, text, None, 0) for i, text in removed] + [
+                Change("WITHDRAW", i, None, None, left) for i, left in decremented
+            ]
+            self._emit(changes, now, "erasure")  # raises: nothing has changed
+            self._graph = graph
             user_key = self.provenance.user_key(user_id)
             self._states.pop(user_key, None)
             self._epochs[user_key] = self._epochs.get(user_key, 0) + 1
             self._generation += 1
-        self.save()
-        changes = [Change("REMOVE", i, text, None, 0) for i, text in removed] + [
-            Change("WITHDRAW", i, None, None, left) for i, left in decremented
-        ]
-        self._emit(changes, now, "erasure")
+        self.save()  # fails or is killed: the job withdraws again, from the graph on disk
         return len(removed), len(decremented)
 
     def decay_now(self, now: datetime) -> list[str]:
@@ -370,6 +377,7 @@ class LongTermMemory:
 
     def _emit(self, changes: Sequence[Change], now: datetime, actor: str) -> None:
         """Hand the changes of a saved graph to the audit sink. They are written after the
-        save: a crash in between loses audit rows, never knowledge."""
+        save (a crash in between loses audit rows, never knowledge), except an erasure's,
+        written before (see ``forget_user``)."""
         if changes and self._audit is not None:
             self._audit(changes, now, actor)

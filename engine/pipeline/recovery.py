@@ -6,7 +6,7 @@ something is left (after a failed rollback). Erasures come first, to the end: th
 the erased users' unfinished writes with them, which must never be re-applied. Then every
 other intent in order: ``pending`` ones are applied to the store again (the journal already
 has their audit rows and turns: roll forward), ``undoing`` ones are rolled back. A compaction
-left by an erasure runs on open only, never before a write.
+an earlier erasure left runs on open, not before a write.
 """
 
 from __future__ import annotations
@@ -31,15 +31,17 @@ class Recovery:
 
 
 def recover(c: Components, *, compact: bool = True) -> Recovery:
-    """Finish every unfinished intent (see the module docstring); with ``compact``, also
-    the compaction that an erasure left (its failure is logged: it holds no write back, and
-    is tried again on the next open)."""
+    """Finish every unfinished intent (see the module docstring), and compact the journal
+    after the erasures finished here; with ``compact``, also after those finished before (a
+    compaction's failure is logged: it holds no write back, and is tried again on the next
+    open or erasure)."""
     unfinished = c.journal.unfinished()
     erasures = [i for i in unfinished if i.kind == FORGET]
     compactions = [i.op_id for i in unfinished if i.kind == COMPACT]
-    for job in erasures:  # first: an erasure also removes the erased user's other intents
-        compactions.append(finish_forget(c, job.op_id, job.user_id)[1])
-    if compact and compactions:
+    # first: an erasure also removes the erased user's other intents
+    finished = [finish_forget(c, job.op_id, job.user_id)[1] for job in erasures]
+    compactions += finished
+    if (compact or finished) and compactions:  # an erasure finished now is compacted now
         try:
             finish_compaction(c, compactions)
         except AuditError as exc:

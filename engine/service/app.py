@@ -13,8 +13,9 @@ without its details.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio.to_thread
 from fastapi import FastAPI, Request, Response
@@ -22,13 +23,12 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from tiermem import __version__
 from tiermem.errors import (
-    AuditError,
-    ClosedError,
+    SHOWN_CHARS,
     PermissionDeniedError,
     RequestTimeoutError,
     RequestTooLargeError,
-    StoreError,
     TiermemError,
+    shown,
 )
 from tiermem.memory import Memory
 from tiermem.service.codes import error_body, protocol_body, status_of
@@ -93,6 +93,15 @@ def _caller_body(request: Request, body: dict[str, object]) -> dict[str, object]
     return body if scope is None else scope.to_caller(body)
 
 
+def _problem(error: Mapping[str, Any]) -> str:
+    """One schema error as the answer says it: where (each part of the path cut as an error
+    message cuts a value: a field name can be the caller's 200,000 characters) and what."""
+    where = ".".join(
+        str(p) if len(str(p)) <= SHOWN_CHARS else shown(str(p)) for p in error.get("loc", ())
+    )
+    return f"{where}: {str(error.get('msg', ''))[: SHOWN_CHARS * 4]}"
+
+
 def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(TiermemError)
     async def tiermem_error(request: Request, exc: TiermemError) -> Response:
@@ -106,10 +115,7 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> Response:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', '')}"
-            for e in exc.errors()[:5]
-        )
+        problems = "; ".join(_problem(e) for e in exc.errors()[:5])
         return JSONBody(protocol_body("invalid_request", problems), 422)
 
     @app.exception_handler(HTTPException)
@@ -141,14 +147,13 @@ def _add_operations(
 
     @app.get("/readyz", tags=["operations"], responses={503: {"description": "not ready"}})
     def readyz() -> Response:
-        """The memory is open, its store answers, and both the store and the journal can
-        take a write now (a full or read-only disk is not ready): send traffic."""
-        c = memory.components
+        """The memory is open, its store answers, the store and the journal can take a
+        write now (a full or read-only disk is not ready), and nothing a failure left
+        unfinished is in the way of the next write: send traffic."""
         try:
-            c.store.count(READY_PROBE)
-            c.store.check_writable()
-            c.journal.check_writable()
-        except (ClosedError, StoreError, AuditError) as exc:
+            memory.components.store.count(READY_PROBE)
+            memory.check_writable()  # also finishes what a failure left, as a write would
+        except TiermemError as exc:  # a store down, a full disk, closing
             return JSONBody({"status": "not ready", "reason": type(exc).__name__}, 503)
         return JSONBody({"status": "ready"})
 

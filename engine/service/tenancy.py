@@ -14,11 +14,9 @@ Responses give the caller its own user id back: the stored one never leaves the 
 
 from __future__ import annotations
 
-import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-from tiermem.errors import InvalidUserIdError
 from tiermem.validation import MAX_ID_LENGTH, validate_user_id
 
 SEPARATOR = ":"
@@ -38,15 +36,7 @@ class UserScope:
         caller sent), then scope it. The scoped id must fit ``Memory``'s id limit, so a
         tenant's user ids are at most ``MAX_ID_LENGTH - len(tenant) - 1`` characters."""
         limit = MAX_ID_LENGTH - len(tenant) - len(SEPARATOR)
-        too_long = InvalidUserIdError(user_id, f"must be at most {limit} characters here")
-        try:
-            external = validate_user_id(user_id)
-        except InvalidUserIdError:
-            if isinstance(user_id, str) and len(unicodedata.normalize("NFC", user_id)) > limit:
-                raise too_long from None  # the tenant's limit, not Memory's
-            raise
-        if len(external) > limit:
-            raise too_long
+        external = validate_user_id(user_id, max_length=limit)  # the tenant's own limit
         return cls(tenant, external, f"{tenant}{SEPARATOR}{external}")
 
     def to_caller(self, data: Any) -> Any:

@@ -8,6 +8,7 @@ filled to the last block too.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -162,3 +163,26 @@ def test_two_memories_cannot_share_one_journal(tmp_path: Path, clock: ManualCloc
     config = config_for("path", tmp_path).model_copy(update={"mtm": MTMConfig(location="memory")})
     with Memory(config, clock=clock), pytest.raises(JournalLockedError):
         Memory(config, clock=clock)  # its vector store in memory: only the journal is shared
+
+
+def test_opening_on_a_disk_with_no_block_left_is_typed_and_holds_nothing(
+    small_disk: Path, clock: ManualClock
+) -> None:
+    config = config_for("path", small_disk).model_copy(update={"mtm": MTMConfig(location="memory")})
+    Memory(config, clock=clock).close()  # the journal and its lock file exist
+    filler = fill(small_disk)
+    opened = _open_or_error(config, clock)
+    assert opened is None or isinstance(opened, AuditError | StoreError), opened
+    filler.unlink()
+    assert _open_or_error(config, clock) is None  # the failed open left no lock behind
+    assert not [p for p in _open_files() if p.startswith(str(small_disk))]
+
+
+def _open_files() -> list[str]:
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            found.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:  # the listing's own descriptor, closed by now
+            continue
+    return found

@@ -154,3 +154,15 @@ def test_a_malformed_chunked_body_gets_the_json_error_shape(tmp_path: Path) -> N
     assert head.startswith(b"HTTP/1.1 400"), answer
     assert b"application/json" in head.lower()
     assert _code(answer) == "invalid_request"
+
+
+def test_a_schema_error_never_echoes_a_huge_field_name(tmp_path: Path) -> None:
+    with _service(tmp_path) as (url, keys):
+        response = httpx.post(
+            f"{url}/v1/search",
+            json={"query": "q", "user_id": "u", "x" * 200_000: 1},
+            headers={"Authorization": f"Bearer {keys.acme}"},
+            timeout=30,
+        )
+    assert (response.status_code, response.json()["error"]["code"]) == (422, "invalid_request")
+    assert len(response.content) < 2_000

@@ -8,12 +8,14 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tiermem import Memory, TiermemConfig
 from tiermem.errors import JournalUnavailableError, StoreError
+from tiermem.journal import Journal
 from tiermem.remote import RemoteMemory
 from tiermem.service.launch import ServerProcess
 
 from tests.conftest import fill
-from tests.service.conftest import make_keys, write_config
+from tests.service.conftest import in_thread, make_keys, write_config
 
 
 def test_a_full_disk_is_503_and_not_ready_until_it_has_room(
@@ -63,3 +65,31 @@ def test_a_full_disk_is_503_and_not_ready_until_it_has_room(
     logged = log.read_text()
     assert "Traceback" not in logged
     assert "internal_error" not in logged
+
+
+def test_readyz_fails_while_an_unfinished_erasure_blocks_every_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An erasure whose journal step cannot run (its deletes do not fit on the disk) stays
+    pending, and every later write of any user tries it first and fails: not ready, though
+    a small write would fit. Once it can finish, /readyz finishes it and is ready again."""
+    keys = make_keys(tmp_path)
+    config = TiermemConfig.for_tests()
+    real = Journal.forget_user
+
+    def no_room(self: Journal, user_id: str) -> object:
+        raise JournalUnavailableError("journal write failed: database or disk is full")
+
+    with Memory(config) as memory, in_thread(memory, keys) as url:
+        memory.add("My locker code is 7731.", user_id="acme:victim")
+        monkeypatch.setattr(Journal, "forget_user", no_room)
+        with pytest.raises(JournalUnavailableError):
+            memory.forget_user("acme:victim")
+        with RemoteMemory(url, keys.beta) as beta, pytest.raises(JournalUnavailableError):
+            beta.add("A newcomer's first words.", user_id="newcomer")
+        ready = httpx.get(f"{url}/readyz")
+        assert (ready.status_code, ready.json()["reason"]) == (503, "JournalUnavailableError")
+        monkeypatch.setattr(Journal, "forget_user", real)
+        assert httpx.get(f"{url}/readyz").status_code == 200  # and it finished the erasure
+        assert memory.components.journal.unfinished() == []
+        assert memory.get_all("acme:victim") == []
