@@ -42,12 +42,13 @@ def _parser() -> argparse.ArgumentParser:
 
     bench = commands.add_parser("bench", help="benchmarks, each beside a baseline")
     suites = bench.add_subparsers(dest="suite", required=True)
-    mtm = suites.add_parser("mtm", help="add()/search() latency vs an exact in-memory store")
+    mtm = suites.add_parser("mtm", help="add()/context() cost vs an exact in-memory store")
     mtm.add_argument("--sizes", default="1000,10000", help="entries per user, comma-separated")
     mtm.add_argument("--samples", type=int, default=200, help="timed calls per measurement")
     mtm.add_argument(
         "--embedder", choices=("sentence-transformers", "hash"), default="sentence-transformers"
     )
+    mtm.add_argument("--users", type=int, default=1, help="users, each filled with a size")
     mtm.add_argument("--out", type=Path, help="also write the results as JSON here")
     loco = suites.add_parser("locomo", help="tiermem beside naive-rag, bm25, full-context")
     loco.add_argument(
@@ -326,7 +327,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from tiermem.bench.mtm import main as mtm_main
 
                 sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-                mtm_main(sizes, args.samples, args.embedder, args.out, console)
+                users = _positive(args.users, "--users")
+                mtm_main(sizes, args.samples, args.embedder, args.out, console, users)
             else:
                 from tiermem.bench.slm import main as slm_main
 

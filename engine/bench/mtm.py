@@ -1,29 +1,37 @@
-"""``tiermem bench mtm``: ``add()`` and ``search()`` latency at growing MTM sizes.
+"""``tiermem bench mtm``: ``add()`` and ``context()`` cost as the memory grows.
 
-For each size, one user's MTM is filled with synthetic, varied turns (untimed), then single
-``add()`` calls (one new turn each) and ``search()`` calls are timed. The same run measures
-the exact in-memory reference store as the baseline, through the same ``Memory`` API and the
-same embedder, so the ratio isolates what the Qdrant store costs.
+For each size, ``users`` users' MTM is filled with ``size`` synthetic, varied turns each
+(untimed), the memory is closed and opened again (timed: what a restart costs), then single
+``add()`` calls (one new turn each), ``search()`` and ``context()`` calls (1,200 tokens) are
+timed for one of the users. Each timed call's store and journal calls are counted, and the
+process's resident memory is read after the fill. The same run measures the exact in-memory
+reference store as the baseline, through the same ``Memory`` API and the same embedder, so the
+ratio isolates what the Qdrant store costs.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
+import resource
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 from rich.console import Console
 from rich.table import Table
 from tiermem.bench.stats import percentile
+from tiermem.components import build_components
 from tiermem.config import MTMConfig, TiermemConfig
 from tiermem.embedding import EmbedMode
+from tiermem.journal import Journal
 from tiermem.memory import Memory
+from tiermem.stores.base import MTMStore
 
 _A = TypeVar("_A")
 _SUBJECTS = (
@@ -103,13 +111,41 @@ def synthetic_turns(count: int, seed: int, start: datetime) -> list[dict[str, ob
 @dataclass(frozen=True, slots=True)
 class Row:
     store: str
-    entries: int
+    users: int
+    entries: int  # per user
     add_p50_ms: float
     add_p95_ms: float
     search_p50_ms: float
     search_p95_ms: float
+    context_p50_ms: float
+    context_p95_ms: float
     embed_query_p50_ms: float
+    store_calls_per_add: float
+    journal_calls_per_add: float
+    store_calls_per_context: float
+    journal_calls_per_context: float
+    open_s: float
+    rss_mib: float
     fill_s: float
+
+
+class CallCounter:
+    """Stands in for a store or the journal and counts the calls made to it."""
+
+    def __init__(self, inner: object) -> None:
+        self._inner = inner
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._inner, name)
+        if not callable(found):
+            return found
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            return found(*args, **kwargs)
+
+        return counted
 
 
 def _timed(call: Callable[[_A], object], arguments: Sequence[_A]) -> list[float]:
@@ -122,29 +158,85 @@ def _timed(call: Callable[[_A], object], arguments: Sequence[_A]) -> list[float]
     return samples
 
 
-def measure(config: TiermemConfig, label: str, size: int, samples: int) -> Row:
-    start = datetime(2025, 1, 1, tzinfo=UTC)
+def _counted(
+    counters: tuple[CallCounter, CallCounter], call: Callable[[_A], object], arguments: Sequence[_A]
+) -> tuple[list[float], float, float]:
+    """``_timed``, and the mean store and journal calls per call."""
+    before = [c.calls for c in counters]
+    times = _timed(call, arguments)
+    n = max(1, len(arguments))
+    store, journal = ((c.calls - b) / n for c, b in zip(counters, before, strict=True))
+    return times, store, journal
+
+
+def _fill(config: TiermemConfig, users: int, size: int, start: datetime) -> float:
+    began = time.perf_counter()
     with Memory(config) as memory:
-        began = time.perf_counter()
-        fill = synthetic_turns(size, seed=1, start=start)
-        for i in range(0, size, 250):
-            memory.add(fill[i : i + 250], user_id="sam", session_id=f"fill-{i // 250}")
-        fill_s = time.perf_counter() - began
-        memory.search("warm up", "sam", k=10)
-        extra = synthetic_turns(samples, seed=2, start=start + timedelta(days=400))
-        add_ms = _timed(lambda m: memory.add([m], user_id="sam"), extra)
+        for u in range(users):
+            fill = synthetic_turns(size, seed=1 + u, start=start)
+            for i in range(0, size, 250):
+                memory.add(fill[i : i + 250], user_id=f"sam-{u}", session_id=f"fill-{i // 250}")
+    return time.perf_counter() - began
+
+
+def _rss_mib() -> float:
+    """The process's resident memory now (Linux's /proc; else its peak, from getrusage)."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def measure(config: TiermemConfig, label: str, size: int, samples: int, users: int = 1) -> Row:
+    start = datetime(2025, 1, 1, tzinfo=UTC)
+    # the reference store lives in memory: it is filled and measured in one open memory
+    fill_s = _fill(config, users, size, start) if config.mtm.location != "reference" else 0.0
+    began = time.perf_counter()
+    built = build_components(config)
+    counters = (CallCounter(built.store), CallCounter(built.journal))
+    components = replace(
+        built, store=cast(MTMStore, counters[0]), journal=cast(Journal, counters[1])
+    )
+    with Memory(config, components=components) as memory:
+        open_s = time.perf_counter() - began
+        if config.mtm.location == "reference":
+            began = time.perf_counter()
+            for u in range(users):
+                fill = synthetic_turns(size, seed=1 + u, start=start)
+                for i in range(0, size, 250):
+                    memory.add(fill[i : i + 250], user_id=f"sam-{u}", session_id=f"f{i // 250}")
+            fill_s = time.perf_counter() - began
+        rss = _rss_mib()
+        memory.search("warm up", "sam-0", k=10)
+        extra = synthetic_turns(samples, seed=0, start=start + timedelta(days=400))
+        add_ms, add_store, add_journal = _counted(
+            counters, lambda m: memory.add([m], user_id="sam-0"), extra
+        )
         queries = [_QUERIES[i % len(_QUERIES)] for i in range(samples)]
-        search_ms = _timed(lambda q: memory.search(q, "sam", k=10), queries)
+        search_ms = _timed(lambda q: memory.search(q, "sam-0", k=10), queries)
+        context_ms, ctx_store, ctx_journal = _counted(
+            counters, lambda q: memory.context(q, "sam-0", 1200), queries
+        )
         embedder = memory.components.embedder
         embed_ms = _timed(lambda q: embedder.embed([q], EmbedMode.QUERY), queries)
     return Row(
         label,
+        users,
         size,
         percentile(add_ms, 50),
         percentile(add_ms, 95),
         percentile(search_ms, 50),
         percentile(search_ms, 95),
+        percentile(context_ms, 50),
+        percentile(context_ms, 95),
         percentile(embed_ms, 50),
+        add_store,
+        add_journal,
+        ctx_store,
+        ctx_journal,
+        open_s,
+        rss,
         fill_s,
     )
 
@@ -162,39 +254,51 @@ def _config(root: Path, embedder: str, location: str) -> TiermemConfig:
 
 
 def main(
-    sizes: Sequence[int], samples: int, embedder: str, out: Path | None, console: Console
+    sizes: Sequence[int],
+    samples: int,
+    embedder: str,
+    out: Path | None,
+    console: Console,
+    users: int = 1,
 ) -> list[Row]:
     rows: list[Row] = []
     for size in sizes:
         for label, location in (("qdrant-embedded", "path"), ("exact-reference", "reference")):
             with tempfile.TemporaryDirectory(prefix="tiermem-bench-") as tmp:
-                console.print(f"filling {label} with {size} entries ...")
-                rows.append(measure(_config(Path(tmp), embedder, location), label, size, samples))
-    table = Table(title=f"MTM latency, one user, embedder={embedder}, {samples} calls each")
-    for column in (
+                console.print(f"filling {label} with {users} x {size} entries ...")
+                config = _config(Path(tmp), embedder, location)
+                rows.append(measure(config, label, size, samples, users))
+    title = f"MTM cost, {users} user(s), embedder={embedder}, {samples} calls each"
+    table = Table(title=title)
+    columns = [
         "store",
         "entries",
-        "add p50 ms",
-        "add p95 ms",
-        "search p50 ms",
-        "search p95 ms",
-        "query embed p50 ms",
-        "search p50 vs reference",
+        "add p50/p95 ms",
+        "search p50/p95 ms",
+        "context p50/p95 ms",
+        "context p50 vs reference",
+        "store/journal calls per add",
+        "per context",
+        "open s",
+        "RSS MiB",
         "fill s",
-    ):
+    ]
+    for column in columns:
         table.add_column(column, justify="right")
     baseline = {r.entries: r for r in rows if r.store == "exact-reference"}
     for r in rows:
-        ratio = r.search_p50_ms / baseline[r.entries].search_p50_ms
+        ratio = r.context_p50_ms / baseline[r.entries].context_p50_ms
         table.add_row(
             r.store,
-            str(r.entries),
-            f"{r.add_p50_ms:.2f}",
-            f"{r.add_p95_ms:.2f}",
-            f"{r.search_p50_ms:.2f}",
-            f"{r.search_p95_ms:.2f}",
-            f"{r.embed_query_p50_ms:.2f}",
+            f"{r.users} x {r.entries}",
+            f"{r.add_p50_ms:.1f} / {r.add_p95_ms:.1f}",
+            f"{r.search_p50_ms:.1f} / {r.search_p95_ms:.1f}",
+            f"{r.context_p50_ms:.1f} / {r.context_p95_ms:.1f}",
             f"{ratio:.2f}x",
+            f"{r.store_calls_per_add:.1f} / {r.journal_calls_per_add:.1f}",
+            f"{r.store_calls_per_context:.1f} / {r.journal_calls_per_context:.1f}",
+            f"{r.open_s:.2f}",
+            f"{r.rss_mib:.0f}",
             f"{r.fill_s:.1f}",
         )
     console.print(table)
