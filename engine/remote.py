@@ -165,6 +165,10 @@ class RemoteMemory:
         result: list[LTMAuditEvent] = self._run(Calls.knowledge_history(item_id))
         return result
 
+    def check_writable(self) -> None:
+        """The service's ``/readyz``: the typed error a write would meet now, else nothing."""
+        self._run(Calls.check_writable())
+
     def close(self) -> None:
         """Close the connection pool (a client passed in stays open). Idempotent."""
         if self._owns_client:
@@ -297,6 +301,9 @@ class AsyncRemoteMemory:
     async def knowledge_history(self, item_id: str) -> list[LTMAuditEvent]:
         result: list[LTMAuditEvent] = await self._run(Calls.knowledge_history(item_id))
         return result
+
+    async def check_writable(self) -> None:
+        await self._run(Calls.check_writable())
 
     async def close(self) -> None:
         """Close the connection pool (a client passed in stays open). Idempotent."""

@@ -154,7 +154,9 @@ def _add_operations(
             memory.components.store.count(READY_PROBE)
             memory.check_writable()  # also finishes what a failure left, as a write would
         except TiermemError as exc:  # a store down, a full disk, closing
-            return JSONBody({"status": "not ready", "reason": type(exc).__name__}, 503)
+            # the error shape too: a client re-raises the same typed error
+            body = {"status": "not ready", "reason": type(exc).__name__, **error_body(exc)}
+            return JSONBody(body, 503, {"Retry-After": str(RETRY_AFTER_S)})
         return JSONBody({"status": "ready"})
 
     @app.get("/metrics", tags=["operations"], response_class=Response)

@@ -207,6 +207,10 @@ class Calls:
         return Call("GET", "/v1/consolidation", result=SchedulerState)
 
     @staticmethod
+    def check_writable() -> Call:
+        return Call("GET", "/readyz")
+
+    @staticmethod
     def knowledge_history(item_id: str) -> Call:
         from tiermem.journal import LTMAuditEvent
 

@@ -34,7 +34,7 @@ def _parameters(fn: Callable[..., Any]) -> list[tuple[str, object, object, objec
 
 
 def test_the_two_declarations_have_the_same_methods_and_parameters() -> None:
-    assert len(METHODS) == 16
+    assert len(METHODS) == 17
     for name in METHODS:
         sync, awaited = getattr(MemoryAPI, name), getattr(AsyncMemoryAPI, name)
         assert inspect.iscoroutinefunction(awaited), name

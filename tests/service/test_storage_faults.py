@@ -89,6 +89,8 @@ def test_readyz_fails_while_an_unfinished_erasure_blocks_every_write(
             beta.add("A newcomer's first words.", user_id="newcomer")
         ready = httpx.get(f"{url}/readyz")
         assert (ready.status_code, ready.json()["reason"]) == (503, "JournalUnavailableError")
+        with RemoteMemory(url, keys.beta) as beta, pytest.raises(JournalUnavailableError):
+            beta.check_writable()  # the client re-raises the service's typed error
         monkeypatch.setattr(Journal, "forget_user", real)
         assert httpx.get(f"{url}/readyz").status_code == 200  # and it finished the erasure
         assert memory.components.journal.unfinished() == []
