@@ -39,7 +39,7 @@ from itertools import pairwise
 
 from tiermem.render import human_date
 from tiermem.tokens import ApproxTokenCounter, TokenCounter
-from tiermem.types import SearchHit
+from tiermem.types import SearchHit, Turn
 
 DEFAULT_BUDGET_TOKENS = 1200
 GAP = "…"  # between two snippets of one session
@@ -89,8 +89,10 @@ class DeliveredContext:
     """What a generator is handed: the text, its snippets and turns, and what it costs.
 
     ``tokens`` is the count of ``text`` by the memory's token counter and never exceeds
-    ``budget_tokens``; ``turn_ids`` are the delivered source turns in reading order; ``hits``
-    are the delivered search hits (set by ``Memory.context``; none for a bare ``pack``)."""
+    ``budget_tokens``; ``turn_ids`` are the delivered source turns in reading order, and
+    ``source_turns`` the stored turns themselves, by id; ``hits`` are the delivered search
+    hits (``hits`` and ``source_turns`` are set by ``Memory.context``; none for a bare
+    ``pack``)."""
 
     text: str
     snippets: tuple[Snippet, ...]
@@ -99,6 +101,7 @@ class DeliveredContext:
     budget_tokens: int
     notes: tuple[str, ...] = ()
     hits: tuple[SearchHit, ...] = field(default=())
+    source_turns: Mapping[str, Turn] = field(default_factory=dict)
 
     @property
     def lines(self) -> list[str]:

@@ -388,6 +388,24 @@ class Journal:
             user_id, "session_id", session_ids, " ORDER BY session_id, at, rowid"
         )
 
+    def sessions_of(self, user_id: str, turn_ids: Sequence[str]) -> list[Turn]:
+        """Every stored turn of the sessions that hold these turns of this user, each session
+        in the order its turns were said: what a context around them reads, in one query."""
+        if not turn_ids:
+            self._check_open()
+            return []
+        marks = ",".join("?" * len(turn_ids))
+        rows = self._query(
+            "SELECT turn_id, session_id, role, speaker, content, at FROM turns"
+            " WHERE user_id = ? AND session_id IN (SELECT session_id FROM turns"
+            f" WHERE user_id = ? AND turn_id IN ({marks})) ORDER BY session_id, at, rowid",
+            (user_id, user_id, *turn_ids),
+        )
+        return [
+            Turn(tid, user_id, sid, Role(role), speaker, content, datetime.fromisoformat(at))
+            for tid, sid, role, speaker, content, at in rows
+        ]
+
     def session_tail(
         self, user_id: str, session_id: str, n: int, before: Sequence[str] = ()
     ) -> list[Turn]:

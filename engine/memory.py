@@ -26,7 +26,7 @@ from tiermem.errors import ClosedError, ConfigError, KnowledgeItemError, MemoryN
 from tiermem.pipeline.deliver import build_context
 from tiermem.pipeline.forget import ForgetReport as ForgetReport  # public here
 from tiermem.pipeline.forget import run_forget
-from tiermem.pipeline.read import run_search
+from tiermem.pipeline.read import record_access, run_search
 from tiermem.pipeline.recovery import finish_unfinished, recover
 from tiermem.pipeline.write import run_add, run_delete, run_update
 from tiermem.slm.meter import Meter
@@ -241,7 +241,8 @@ class Memory:
         limit = validate_k(self.config.default_k if k is None else k)
         text = validate_text(query)
         stm = self._c.stm.window(uid, validate_session_id(session_id))
-        return run_search(self._c, uid, text, limit, validate_filters(filters), stm)
+        hits = run_search(self._c, uid, text, limit, validate_filters(filters), stm)
+        return record_access(self._c, uid, hits)
 
     def context(
         self,
@@ -269,8 +270,9 @@ class Memory:
         sid = validate_session_id(session_id)
         stm = self._c.stm.window(uid, sid)
         text, checked = validate_text(query), validate_filters(filters)
-        hits = run_search(self._c, uid, text, limit, checked, stm, record=False)
-        return build_context(self._c, uid, hits, budget, delivery.expansion_for(expand))
+        hits = run_search(self._c, uid, text, limit, checked, stm)
+        ctx = build_context(self._c, uid, hits, budget, delivery.expansion_for(expand))
+        return replace(ctx, hits=tuple(record_access(self._c, uid, ctx.hits)))
 
     def answer(
         self,
@@ -290,8 +292,7 @@ class Memory:
         ctx = self.context(query, uid, budget, sid, filters, k=k)
         stm = self._c.stm.window(uid, sid)
         text = self._c.generator.generate(query, stm, ctx)
-        sources = self._c.journal.turns(uid, list(ctx.turn_ids))
-        return AnswerResult(text, ctx.hits, ctx.tokens, sources)
+        return AnswerResult(text, ctx.hits, ctx.tokens, ctx.source_turns)
 
     def source_turns(self, hits: Iterable[SearchHit], user_id: str) -> dict[str, Turn]:
         """The stored turns that these hits came from, by turn id. LTM hits have none: their

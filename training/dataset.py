@@ -153,7 +153,7 @@ class PoolRecorder:
 def candidate_pool(c: Components, user_id: str, question: str, k: int) -> list[Candidate]:
     """The candidates the read path hands its selector for ``question`` at ``k``."""
     recorder = PoolRecorder()
-    run_search(replace(c, selector=recorder), user_id, question, k, SearchFilters(), record=False)
+    run_search(replace(c, selector=recorder), user_id, question, k, SearchFilters())
     return recorder.pools[-1] if recorder.pools else []
 
 

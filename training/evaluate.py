@@ -225,7 +225,7 @@ def _rows(
         recall_at, tokens_at = {}, {}
         for budget in cfg.budgets:
             expansion = c.policy.delivery.expansion
-            ctx = build_context(c, sample.sample_id, hits, budget, expansion, record=False)
+            ctx = build_context(c, sample.sample_id, hits, budget, expansion)
             recall_at[budget] = evidence_recall(question.evidence, set(ctx.turn_ids))
             tokens_at[budget] = ctx.tokens
         own = {t for cand in kept for t in cand.source_turn_ids}

@@ -112,16 +112,21 @@ def commit(
     change: StoreChange,
     turns: Sequence[Turn] = (),
     vectors: Vectors | None = None,
+    before: Sequence[MemoryEntry] | None = None,
 ) -> None:
     """Write ``records`` and ``turns`` and apply ``change`` to the store (see the module
     docstring). ``kind`` names the write (``add``, ``update``, ``delete``, ``evict``); if the
-    store fails, its error is raised and nothing of the write stays."""
+    store fails, its error is raised and nothing of the write stays. ``before``: the stored
+    state of the entries the change touches, as the caller read them under the write lock
+    (a touched id not among them is one the store does not hold); ``None``: read here."""
     if change.empty:  # the journal alone: one transaction is all or nothing
         with c.journal.transaction() as tx:
             tx.save_turns(turns)
             tx.record(records)
         return
-    undo = change.inverse(c.store.get(user_id, change.touched()))
+    if before is None:
+        before = c.store.get(user_id, change.touched())
+    undo = change.inverse(before)
     with c.journal.transaction() as tx:
         op_id = tx.intend(user_id, kind, {"redo": change.to_json(), "undo": undo.to_json()})
         tx.save_turns(turns, op_id)

@@ -16,7 +16,6 @@ from dataclasses import replace
 
 from tiermem.components import Components
 from tiermem.context import ContextTurn, DeliveredContext, Unit, pack
-from tiermem.pipeline.read import record_access
 from tiermem.policy import Expansion
 from tiermem.render import render_memory
 from tiermem.types import MemoryKind, SearchHit, Tier, Turn
@@ -156,18 +155,18 @@ def build_context(
     hits: Sequence[SearchHit],
     budget_tokens: int,
     expansion: Expansion,
-    record: bool = True,
 ) -> DeliveredContext:
-    """The context for ``hits``: their turns (and neighbours) read from the journal, packed.
-    ``record``: count an access of each delivered hit (``False`` for an evaluation that must
-    leave the memory as it found it)."""
+    """The context for ``hits``: their turns (and neighbours) read from the journal in one
+    query, packed; it carries the hits delivered and their stored turns. No access is
+    counted here (``Memory.context`` counts the delivered hits)."""
     hits = strong_hits(hits, expansion.fall_off)
     ids = sorted({t for h in hits if h.tier is Tier.MTM for t in h.source_turn_ids})
-    sessions = sorted({t.session_id for t in c.journal.turns(user_id, ids).values()})
-    turns = context_turns(c.journal.session_turns(user_id, sessions))
+    stored = c.journal.sessions_of(user_id, ids)
+    turns = context_turns(stored)
     ctx = pack(hit_units(hits, turns, expansion), turns, budget_tokens, c.tokens)
-    delivered = delivered_hits(ctx, hits)
-    return replace(ctx, hits=tuple(record_access(c, user_id, delivered) if record else delivered))
+    by_id = {t.turn_id: t for t in stored}
+    sources = {tid: by_id[tid] for tid in ctx.turn_ids if tid in by_id}
+    return replace(ctx, hits=tuple(delivered_hits(ctx, hits)), source_turns=sources)
 
 
 def delivered_hits(ctx: DeliveredContext, hits: Sequence[SearchHit]) -> list[SearchHit]:

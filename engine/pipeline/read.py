@@ -4,8 +4,11 @@ BM25, fused by rank, filtered, ~2K/n each) -> merge to <= 2K -> LTM's share -> s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from functools import partial
+from typing import TypeVar
 
 from tiermem.components import Components
 from tiermem.embedding.base import EmbedMode, Vectors, check_vectors
@@ -13,6 +16,7 @@ from tiermem.lexical import lexical_query
 from tiermem.policy import budget_plan
 from tiermem.ranking import reciprocal_rank_fusion
 from tiermem.roles.plan import Candidate, RetrievalPlan, Route
+from tiermem.stores.base import HybridHits
 from tiermem.types import MemoryKind, ScoreExplanation, SearchFilters, SearchHit, Tier, Turn
 
 # Dense + BM25 fusion over a user's own entries. Each list is short (a few times k) and its
@@ -20,33 +24,55 @@ from tiermem.types import MemoryKind, ScoreExplanation, SearchFilters, SearchHit
 # than with the usual 60: on the budgeted curve of 2 LoCoMo conversations, 60 -> 10 raised recall at
 # 300/600/1,200 tokens by 7/6/3.5 points, every category at 1,200 even or better (issue #11).
 HYBRID_RRF_K = 10
+_T = TypeVar("_T")
 
 
-def first_stage(c: Components, user_id: str, plan: RetrievalPlan) -> list[Candidate]:
-    """Hybrid search per planned query, each within its candidate budget, on the tiers the
-    query is routed to (LTM beside MTM when it is on); merged across queries and tiers by rank
-    fusion (query weights as fusion weights) and cut to the total budget."""
+def query_vectors(c: Components, plan: RetrievalPlan) -> Vectors:
+    """The planned queries, embedded once for every search that reads them."""
     texts = [q.text for q in plan.queries]
-    vectors = check_vectors(
+    return check_vectors(
         c.embedder.embed(texts, EmbedMode.QUERY), len(texts), c.store.dim, c.embedder.name
     )
+
+
+def first_stage(
+    c: Components, user_id: str, plan: RetrievalPlan, vectors: Vectors | None = None
+) -> list[Candidate]:
+    """Hybrid search per planned query, each within its candidate budget, on the tiers the
+    query is routed to (LTM beside MTM when it is on); merged across queries and tiers by rank
+    fusion (query weights as fusion weights) and cut to the total budget. ``vectors``: the
+    queries' (``query_vectors``), embedded here if not given."""
+    if vectors is None:
+        vectors = query_vectors(c, plan)
     per_query: dict[str, list[str]] = {}
     weights: dict[str, float] = {}
     found: dict[str, Candidate] = {}
     use_ltm = ltm_applies(c, plan)
+    mtm: list[tuple[int, int]] = []  # (query, its candidate budget), searched together below
     budgets = zip(plan.queries, plan.candidate_budgets, plan.ltm_budgets, strict=True)
     for i, (query, budget, ltm_budget) in enumerate(budgets):
         if budget == 0:
             continue
         searches_ltm = use_ltm and ltm_budget > 0
         if query.route is not Route.LTM or not searches_ltm:  # no LTM: its queries search MTM
-            per_query[f"q{i}"] = _mtm_candidates(
-                c, user_id, query.text, vectors[i], plan, budget, found
-            )
-            weights[f"q{i}"] = query.weight
+            mtm.append((i, budget))
         if searches_ltm:
             per_query[f"q{i}:ltm"] = _ltm_candidates(c, vectors[i], ltm_budget, found)
-            weights[f"q{i}:ltm"] = query.weight
+            weights[f"q{i}:ltm"] = plan.queries[i].weight
+    searches = [
+        partial(
+            c.store.hybrid_search,
+            user_id,
+            vectors[i],
+            lexical_query(plan.queries[i].text),
+            plan.filters,
+            budget,
+        )
+        for i, budget in mtm
+    ]
+    for (i, budget), hits in zip(mtm, concurrently(searches), strict=True):
+        per_query[f"q{i}"] = _mtm_candidates(hits, budget, found)
+        weights[f"q{i}"] = plan.queries[i].weight
     merged = reciprocal_rank_fusion(per_query, weights=weights)[: sum(plan.candidate_budgets)]
     candidates = []
     for f in merged:
@@ -69,16 +95,7 @@ def ltm_applies(c: Components, plan: RetrievalPlan) -> bool:
     return not f.kinds or MemoryKind.KNOWLEDGE in f.kinds
 
 
-def _mtm_candidates(
-    c: Components,
-    user_id: str,
-    text: str,
-    vector: Vectors,
-    plan: RetrievalPlan,
-    budget: int,
-    found: dict[str, Candidate],
-) -> list[str]:
-    hits = c.store.hybrid_search(user_id, vector, lexical_query(text), plan.filters, budget)
+def _mtm_candidates(hits: HybridHits, budget: int, found: dict[str, Candidate]) -> list[str]:
     fused = reciprocal_rank_fusion(
         {"dense": [h.entry.id for h in hits.dense], "bm25": [h.entry.id for h in hits.lexical]},
         k=HYBRID_RRF_K,
@@ -89,6 +106,16 @@ def _mtm_candidates(
             best = cand.components
             best[source] = max(best.get(source, float("-inf")), h.score)
     return [f.key for f in fused]
+
+
+def concurrently(calls: Sequence[Callable[[], _T]]) -> list[_T]:
+    """Each call's result, in order: on threads when there are several (a Qdrant server
+    answers the planned queries at once; the embedded store takes them in turn under its
+    lock), and the first error raised, as a plain loop would."""
+    if len(calls) <= 1:
+        return [call() for call in calls]
+    with ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="tiermem-search") as pool:
+        return list(pool.map(lambda call: call(), calls))
 
 
 def _ltm_candidates(
@@ -156,14 +183,16 @@ def relax_if_starved(
     plan: RetrievalPlan,
     candidates: list[Candidate],
     filters: SearchFilters,
+    vectors: Vectors | None = None,
 ) -> list[Candidate]:
     """The controller's constraints are hints: when they leave fewer than ``k`` candidates,
-    the caller's own filters are used to fill up (constrained candidates keep their lead)."""
+    the caller's own filters are used to fill up (constrained candidates keep their lead).
+    ``vectors``: the planned queries', as the first stage had them."""
     if len(candidates) >= plan.k or plan.filters == filters:
         return candidates
     c.meter.record_event("controller", "constraints_relaxed")
     seen = {cand.id for cand in candidates}
-    extra = first_stage(c, user_id, replace(plan, filters=filters))
+    extra = first_stage(c, user_id, replace(plan, filters=filters), vectors)
     room = sum(plan.candidate_budgets) - len(candidates)
     return candidates + [x for x in extra if x.id not in seen][:room]
 
@@ -175,13 +204,14 @@ def run_search(
     k: int,
     filters: SearchFilters,
     stm: Sequence[Turn] = (),
-    record: bool = True,
 ) -> list[SearchHit]:
-    """``record``: count an access of every hit (``False``: the caller counts those it
-    uses, as ``Memory.context()`` counts the hits it delivers)."""
+    """The best ``k`` hits for ``query``. No access is counted here: the caller counts what
+    it hands out (``Memory.search`` every hit, ``Memory.context`` those delivered)."""
     intent = c.planner.plan(query, stm, filters, c.clock.now())
     plan = budget_plan(intent, k, c.policy)
-    candidates = relax_if_starved(c, user_id, plan, first_stage(c, user_id, plan), filters)
+    vectors = query_vectors(c, plan)
+    candidates = first_stage(c, user_id, plan, vectors)
+    candidates = relax_if_starved(c, user_id, plan, candidates, filters, vectors)
     candidates = within_tier_budget(candidates, plan.tier_budgets.ltm)
     selection = c.selector.select([q.text for q in plan.queries], candidates, k)
     note = f"plan={plan.source}, selection={selection.source}"
@@ -189,13 +219,14 @@ def run_search(
         SearchHit(cand.item, score, ScoreExplanation({**cand.components, "selector": score}, note))
         for cand, score in selection.kept[:k]
     ]
-    return record_access(c, user_id, hits) if record else hits
+    return hits
 
 
 __all__ = [
     "Route",
     "first_stage",
     "ltm_applies",
+    "query_vectors",
     "record_access",
     "relax_if_starved",
     "run_search",

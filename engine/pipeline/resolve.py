@@ -37,6 +37,12 @@ class WritePlan:
     merge_vectors: list[Vectors] = field(default_factory=list)
     supersedes: list[tuple[MemoryEntry, MemoryEntry]] = field(default_factory=list)  # old, new
 
+    def replaced(self) -> list[MemoryEntry]:
+        """The stored entries this plan changes, as they were read to make it: those merged
+        into and those superseded (each new entry's id is one the store does not hold)."""
+        olds = [old for old, _, _ in self.merges] + [old for old, _ in self.supersedes]
+        return list({e.id: e for e in olds}.values())
+
 
 def merged_entry(old: MemoryEntry, new: MemoryEntry, now: datetime) -> MemoryEntry:
     sources = tuple(dict.fromkeys(old.source_turn_ids + new.source_turn_ids))
@@ -173,4 +179,5 @@ def apply_writes(
         links=tuple((old.id, new.id) for old, new in plan.supersedes),
     )
     vectors = [*plan.add_vectors, *plan.merge_vectors]
-    commit(c, "add", user_id, records, change, turns, np.stack(vectors) if vectors else None)
+    stacked = np.stack(vectors) if vectors else None
+    commit(c, "add", user_id, records, change, turns, stacked, before=plan.replaced())

@@ -183,7 +183,8 @@ def run_update(c: Components, old: MemoryEntry, text: str) -> MemoryEntry:
         new.updated_at, old.user_id, old.id, AuditOp.UPDATE, old.text, text, "api", {}
     )
     change = StoreChange(upserts=(new,))
-    commit(c, "update", old.user_id, [record], change, vectors=embed_entries(c, [new]))
+    vectors = embed_entries(c, [new])
+    commit(c, "update", old.user_id, [record], change, vectors=vectors, before=[old])
     return new
 
 
@@ -192,7 +193,7 @@ def run_delete(c: Components, old: MemoryEntry) -> None:
     record = AuditRecord(
         c.clock.now(), old.user_id, old.id, AuditOp.DELETE, old.text, None, "api", {}
     )
-    commit(c, "delete", old.user_id, [record], StoreChange(deletes=(old.id,)))
+    commit(c, "delete", old.user_id, [record], StoreChange(deletes=(old.id,)), before=[old])
 
 
 def _current(c: Components, entry: MemoryEntry) -> MemoryEntry:

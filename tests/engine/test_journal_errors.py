@@ -28,6 +28,7 @@ READS: dict[str, Call] = {
     "turns": lambda j: j.turns("ana", ["t1"]),
     "session_turns": lambda j: j.session_turns("ana", ["s1"]),
     "session_tail": lambda j: j.session_tail("ana", "s1", 4, ["t1"]),
+    "sessions_of": lambda j: j.sessions_of("ana", ["t1"]),
     "user_ids": lambda j: j.user_ids(),
     "speakers": lambda j: j.speakers("ana"),
     "memory_ids": lambda j: j.memory_ids("ana"),
