@@ -16,7 +16,7 @@ from tiermem.ltm.provenance import Provenance, load_or_create_secret
 from tiermem.ltm.store import AuditSink, LongTermMemory, SearchPolicy
 from tiermem.policy import Policy, policy_from_config
 from tiermem.roles.extract import EntryExtractor, TurnExtractor
-from tiermem.roles.plan import PassthroughPlanner, Planner, Selector, TopKSelector
+from tiermem.roles.plan import PassthroughPlanner, Planner, Selector
 from tiermem.slm.meter import Meter
 from tiermem.slm.registry import BackendPool
 from tiermem.slm.roles.common import RoleRuntime
@@ -155,14 +155,10 @@ def _build_roles(config: TiermemConfig, policy: Policy, meter: Meter) -> _Roles:
 
 def _selector(slm: SLMConfig, runtime: RoleRuntime | None, policy: Policy) -> Selector:
     """The selector ``slm.selector_mode`` names, or first-stage order without a model."""
-    from tiermem.slm.roles.pointwise import PointwiseSelector, PointwiseSettings
-    from tiermem.slm.roles.selector import SLMSelector
+    from tiermem.slm.roles.pointwise import PointwiseSettings
+    from tiermem.slm.roles.selectors import build_selector
 
-    if runtime is None:
-        return TopKSelector()
-    if slm.selector_mode == "pointwise":
-        settings = PointwiseSettings(
-            slm.pointwise_weight, slm.pointwise_threshold, policy.selector_min_keep
-        )
-        return PointwiseSelector(runtime, settings)
-    return SLMSelector(runtime, policy.selector_min_keep)
+    settings = PointwiseSettings(
+        slm.pointwise_weight, slm.pointwise_threshold, policy.selector_min_keep
+    )
+    return build_selector(slm.selector_mode, runtime, settings)

@@ -1,20 +1,22 @@
 """Build backends and roles from configuration.
 
-Backends live in a registry: kind -> factory, as embedders do. Each factory imports its
-backend module on use, so an SDK that a deployment does not use never loads. Production
-registers ``llamacpp``, ``ollama`` and ``openai``; tests register their fakes here too
+Backends live in a ``tiermem.registry.Registry`` (``BACKENDS``): kind -> factory, as embedders,
+stores and selectors do. Each factory imports its backend module on use, so an SDK that a
+deployment does not use never loads. Production registers ``llamacpp`` (an in-process model:
+one context per owner), ``ollama`` and ``openai``; tests register their fakes here too
 (``registered_backend``), so the real pool and roles run against them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from pydantic import BaseModel
 from tiermem.config import BackendConfig, RoleConfig, SLMConfig
 from tiermem.errors import ConfigError, UnknownProviderError
+from tiermem.registry import Registry
 from tiermem.slm.base import CONSOLIDATION as CONSOLIDATION  # re-exported: owners
 from tiermem.slm.base import ONLINE, SLMBackend
 from tiermem.slm.meter import Meter
@@ -63,45 +65,38 @@ def _openai(config: BackendConfig, models_dir: Path, owner: str) -> SLMBackend:
     )
 
 
-_FACTORIES: dict[str, BackendFactory] = {
-    "llamacpp": _llamacpp,
-    "ollama": _ollama,
-    "openai": _openai,
-}
 NO_MODEL = "none"  # the kind that means "no backend": the model-free stages run
+CONTEXT_PER_OWNER = "context-per-owner"  # capability: an in-process model, one call at a time
+BACKENDS: Registry[BackendFactory] = Registry("slm backend", reserved={NO_MODEL: "no model"})
+BACKENDS.register("llamacpp", _llamacpp, capabilities={CONTEXT_PER_OWNER})
+BACKENDS.register("ollama", _ollama)
+BACKENDS.register("openai", _openai)
 
 
 def backend_kinds() -> list[str]:
     """The kinds a ``BackendConfig`` can name now, ``none`` included."""
-    return sorted([NO_MODEL, *_FACTORIES])
+    return sorted([NO_MODEL, *BACKENDS.names()])
 
 
-def register_backend(name: str, factory: BackendFactory) -> None:
+def register_backend(
+    name: str, factory: BackendFactory, *, capabilities: Iterable[str] = (), replace: bool = False
+) -> None:
     """Make ``name`` usable as ``BackendConfig.kind`` (tests register their fakes this way).
     ``none`` is not a backend and cannot be registered."""
-    if name == NO_MODEL:
-        raise ConfigError(f"backend kind {NO_MODEL!r} means no model and cannot be registered")
-    _FACTORIES[name] = factory
+    BACKENDS.register(name, factory, capabilities=capabilities, replace=replace)
 
 
 def unregister_backend(name: str) -> None:
     """Forget ``name``; a configuration naming it is refused again."""
-    _FACTORIES.pop(name, None)
+    BACKENDS.unregister(name)
 
 
-@contextmanager
-def registered_backend(name: str, factory: BackendFactory) -> Iterator[None]:
+def registered_backend(
+    name: str, factory: BackendFactory, *, capabilities: Iterable[str] = ()
+) -> AbstractContextManager[None]:
     """``name`` builds with ``factory`` inside the block; what it built before comes back
     after (nothing, for a new name)."""
-    previous = _FACTORIES.get(name)
-    register_backend(name, factory)
-    try:
-        yield
-    finally:
-        if previous is None:
-            unregister_backend(name)
-        else:
-            _FACTORIES[name] = previous
+    return BACKENDS.registered(name, factory, capabilities=capabilities)
 
 
 def build_backend(config: BackendConfig, models_dir: Path, owner: str = ONLINE) -> SLMBackend:
@@ -110,10 +105,9 @@ def build_backend(config: BackendConfig, models_dir: Path, owner: str = ONLINE) 
     picks the in-process model context a ``llamacpp`` backend uses."""
     if config.kind == NO_MODEL:
         raise ConfigError(f"backend kind {NO_MODEL!r} has no model to call")
-    factory = _FACTORIES.get(config.kind)
-    if factory is None:
+    if config.kind not in BACKENDS:
         raise UnknownProviderError("slm backend", config.kind, backend_kinds())
-    return factory(config, models_dir, owner)
+    return BACKENDS.factory(config.kind)(config, models_dir, owner)
 
 
 def check_backend_kinds(config: BaseModel) -> None:
@@ -123,7 +117,7 @@ def check_backend_kinds(config: BaseModel) -> None:
     for name in type(config).model_fields:
         value = getattr(config, name)
         if isinstance(value, BackendConfig):
-            if value.kind != NO_MODEL and value.kind not in _FACTORIES:
+            if value.kind != NO_MODEL and value.kind not in BACKENDS:
                 raise UnknownProviderError("slm backend", value.kind, backend_kinds())
         elif isinstance(value, BaseModel):
             check_backend_kinds(value)
@@ -140,7 +134,8 @@ class BackendPool:
         """The backend for ``config``. An in-process model context answers one call at a time,
         so each owner gets its own and the online roles never wait behind a consolidation
         call; the other kinds are clients of a server (or a test's fake), shared by all."""
-        key = f"{owner if config.kind == 'llamacpp' else ''}\x1f{config.model_dump_json()}"
+        per_owner = config.kind in BACKENDS and BACKENDS.can(config.kind, CONTEXT_PER_OWNER)
+        key = f"{owner if per_owner else ''}\x1f{config.model_dump_json()}"
         if key not in self._built:
             self._built[key] = build_backend(config, self._models_dir, owner)
         return self._built[key]

@@ -42,12 +42,12 @@ from tiermem.components import Components
 from tiermem.config import BackendConfig, EmbedderConfig, TiermemConfig
 from tiermem.pipeline.deliver import build_context
 from tiermem.ranking import calibrate_threshold
-from tiermem.roles.plan import Candidate, Selection, Selector, TopKSelector
+from tiermem.roles.plan import Candidate, Selection, Selector
 from tiermem.slm.meter import Meter
 from tiermem.slm.registry import BackendPool
 from tiermem.slm.roles.common import RoleRuntime
 from tiermem.slm.roles.pointwise import PointwiseSelector, PointwiseSettings
-from tiermem.slm.roles.selector import SLMSelector
+from tiermem.slm.roles.selectors import FUSION, build_selector
 from tiermem.training import TrainingInputError
 from tiermem.training.dataset import SPLITS, candidate_pool, is_relevant, split_samples
 from tiermem.types import ScoreExplanation, SearchHit
@@ -127,13 +127,9 @@ class _Variants:
         return RoleRuntime(backend, self.meters[name], timeout_s=SELECT_TIMEOUT_S)
 
     def _selector(self, name: str, threshold: float) -> Selector:
-        if name == "fusion":
-            return TopKSelector()
-        if name == "listwise":
-            return SLMSelector(self._runtime(name))
-        return PointwiseSelector(
-            self._runtime(name), PointwiseSettings(self._cfg.weight, threshold)
-        )
+        kind = name.removesuffix("-lora")  # pointwise-lora: the pointwise selector, adapted
+        runtime = None if kind == FUSION else self._runtime(name)
+        return build_selector(kind, runtime, PointwiseSettings(self._cfg.weight, threshold))
 
     def calibrate(self, name: str, pools: Sequence[tuple[str, list[Candidate], set[str]]]) -> float:
         """The pointwise variant's threshold from tune-split pools, then used for selection."""

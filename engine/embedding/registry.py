@@ -1,5 +1,5 @@
-"""Embedder registry: provider name -> factory; each factory imports its SDK on use, so
-heavy dependencies stay optional and nothing loads at import."""
+"""Embedders, by provider name (a ``tiermem.registry.Registry``); each factory imports its
+SDK on use, so heavy dependencies stay optional and nothing loads at import."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from tiermem.config import EmbedderConfig
 from tiermem.embedding.base import Embedder
-from tiermem.errors import UnknownProviderError
+from tiermem.registry import Registry
 
 EmbedderFactory = Callable[[EmbedderConfig], Embedder]
 
@@ -24,20 +24,16 @@ def _sentence_transformers(config: EmbedderConfig) -> Embedder:
     return SentenceTransformerEmbedder(config.model, config.dim, config.batch_size, config.device)
 
 
-_FACTORIES: dict[str, EmbedderFactory] = {
-    "hash": _hash,
-    "sentence-transformers": _sentence_transformers,
-}
+EMBEDDERS: Registry[EmbedderFactory] = Registry("embedder")
+EMBEDDERS.register("hash", _hash)
+EMBEDDERS.register("sentence-transformers", _sentence_transformers)
 
 
-def register_embedder(name: str, factory: EmbedderFactory) -> None:
+def register_embedder(name: str, factory: EmbedderFactory, *, replace: bool = False) -> None:
     """Make ``name`` usable as ``EmbedderConfig.provider`` (tests register fakes this way)."""
-    _FACTORIES[name] = factory
+    EMBEDDERS.register(name, factory, replace=replace)
 
 
 def build_embedder(config: EmbedderConfig) -> Embedder:
     """Build the embedder that ``config.provider`` names."""
-    target = _FACTORIES.get(config.provider)
-    if target is None:
-        raise UnknownProviderError("embedder", config.provider, list(_FACTORIES))
-    return target(config)
+    return EMBEDDERS.factory(config.provider)(config)
