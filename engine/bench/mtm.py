@@ -241,12 +241,16 @@ def measure(config: TiermemConfig, label: str, size: int, samples: int, users: i
     )
 
 
-def _config(root: Path, embedder: str, location: str) -> TiermemConfig:
+def _config(root: Path, embedder: str, location: str, size: int) -> TiermemConfig:
+    """The embedded default on ``location``, with room for ``size`` entries and the timed
+    adds: what grows is measured, not capacity eviction (every add past ``mtm.capacity``
+    evicts, which lists the user's entries)."""
     config = TiermemConfig.for_data_dir(root)
+    capacity = max(MTMConfig().capacity, 2 * size)
     mtm = (
-        MTMConfig(location="path", path=root / "qdrant")
+        MTMConfig(location="path", path=root / "qdrant", capacity=capacity)
         if location == "path"
-        else MTMConfig(location="reference")
+        else MTMConfig(location="reference", capacity=capacity)
     )
     return config.model_copy(
         update={"mtm": mtm, "embedder": config.embedder.model_copy(update={"provider": embedder})}
@@ -266,7 +270,7 @@ def main(
         for label, location in (("qdrant-embedded", "path"), ("exact-reference", "reference")):
             with tempfile.TemporaryDirectory(prefix="tiermem-bench-") as tmp:
                 console.print(f"filling {label} with {users} x {size} entries ...")
-                config = _config(Path(tmp), embedder, location)
+                config = _config(Path(tmp), embedder, location, size)
                 rows.append(measure(config, label, size, samples, users))
     title = f"MTM cost, {users} user(s), embedder={embedder}, {samples} calls each"
     table = Table(title=title)
