@@ -246,7 +246,7 @@ def _config(root: Path, embedder: str, location: str, size: int) -> TiermemConfi
     adds: what grows is measured, not capacity eviction (every add past ``mtm.capacity``
     evicts, which lists the user's entries)."""
     config = TiermemConfig.for_data_dir(root)
-    capacity = max(MTMConfig().capacity, 2 * size)
+    capacity = max(MTMConfig.model_fields["capacity"].default, 2 * size)
     mtm = (
         MTMConfig(location="path", path=root / "qdrant", capacity=capacity)
         if location == "path"
