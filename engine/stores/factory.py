@@ -13,7 +13,8 @@ from tiermem.config import MTMConfig
 from tiermem.errors import StoreError
 from tiermem.registry import Registry
 from tiermem.stores.base import MTMStore
-from tiermem.stores.qdrant import QdrantStore, restrict_tree
+from tiermem.stores.files import restrict_tree
+from tiermem.stores.qdrant import QdrantStore
 from tiermem.stores.reference import ReferenceStore
 
 StoreFactory = Callable[[MTMConfig, int], MTMStore]

@@ -21,9 +21,7 @@ read returns its empty result.
 from __future__ import annotations
 
 import logging
-import os
 import sqlite3
-import stat
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -36,6 +34,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 from tiermem.embedding.base import Vectors
 from tiermem.errors import StoreError
 from tiermem.stores.base import AccessUpdate, HybridHits, ScoredEntry, with_recorded_access
+from tiermem.stores.files import probe_writes, restrict_tree
 from tiermem.stores.filtering import matches, to_qdrant_filter
 from tiermem.stores.lexical_index import LexicalIndex
 from tiermem.stores.naming import collection_name
@@ -526,15 +525,8 @@ class QdrantStore:
             if self._server:
                 self._call("get_collections", self._client.get_collections)
             return
-        probe = self._path / ".tiermem-probe"
         try:
-            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-            try:
-                os.write(fd, bytes(_PROBE_BYTES))
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-                probe.unlink(missing_ok=True)
+            probe_writes(self._path, _PROBE_BYTES)
         except OSError as exc:
             raise StoreError(f"the MTM store's directory cannot be written: {exc}") from exc
 
@@ -546,12 +538,3 @@ class QdrantStore:
     def close(self) -> None:
         with self._lock:
             self._client.close()
-
-
-def restrict_tree(root: Path) -> None:
-    """Every directory under ``root`` (itself too) 0700, every file 0600, where looser."""
-    for where, _, files in os.walk(root):
-        for name, mode in [(where, 0o700)] + [(os.path.join(where, f), 0o600) for f in files]:
-            found = os.lstat(name).st_mode
-            if found & 0o077 and not stat.S_ISLNK(found):
-                os.chmod(name, mode)
