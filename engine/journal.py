@@ -24,7 +24,7 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -76,6 +76,17 @@ class Intent:
     kind: str
     state: IntentState
     payload: dict[str, Any]
+
+
+_TURN_COLUMNS = "turn_id, session_id, role, speaker, content, at"
+
+
+def _turns(user_id: str, rows: Iterable[Any]) -> list[Turn]:
+    """Rows of ``_TURN_COLUMNS`` as this user's turns."""
+    return [
+        Turn(tid, user_id, sid, Role(role), speaker, content, datetime.fromisoformat(at))
+        for tid, sid, role, speaker, content, at in rows
+    ]
 
 
 class JournalWriter:
@@ -266,15 +277,15 @@ class Journal:
 
     def turns(self, user_id: str, turn_ids: Sequence[str]) -> dict[str, Turn]:
         """The stored turns with these ids, for this user only."""
-        found = self._select_turns(user_id, "turn_id", turn_ids, "")
-        return {t.turn_id: t for t in found}
-
-    def session_turns(self, user_id: str, session_ids: Sequence[str]) -> list[Turn]:
-        """Every stored turn of these sessions of this user, each session in the order its
-        turns were said (time, then the order they were stored in)."""
-        return self._select_turns(
-            user_id, "session_id", session_ids, " ORDER BY session_id, at, rowid"
+        if not turn_ids:
+            self._check_open()
+            return {}
+        marks = ",".join("?" * len(turn_ids))
+        rows = self._query(
+            f"SELECT {_TURN_COLUMNS} FROM turns WHERE user_id = ? AND turn_id IN ({marks})",
+            (user_id, *turn_ids),
         )
+        return {t.turn_id: t for t in _turns(user_id, rows)}
 
     def sessions_of(self, user_id: str, turn_ids: Sequence[str]) -> list[Turn]:
         """Every stored turn of the sessions that hold these turns of this user, each session
@@ -284,15 +295,12 @@ class Journal:
             return []
         marks = ",".join("?" * len(turn_ids))
         rows = self._query(
-            "SELECT turn_id, session_id, role, speaker, content, at FROM turns"
+            f"SELECT {_TURN_COLUMNS} FROM turns"
             " WHERE user_id = ? AND session_id IN (SELECT session_id FROM turns"
             f" WHERE user_id = ? AND turn_id IN ({marks})) ORDER BY session_id, at, rowid",
             (user_id, user_id, *turn_ids),
         )
-        return [
-            Turn(tid, user_id, sid, Role(role), speaker, content, datetime.fromisoformat(at))
-            for tid, sid, role, speaker, content, at in rows
-        ]
+        return _turns(user_id, rows)
 
     def session_tail(
         self, user_id: str, session_id: str, n: int, before: Sequence[str] = ()
@@ -302,33 +310,12 @@ class Journal:
         self._check_open()
         marks = ",".join("?" * len(before))
         rows = self._query(
-            "SELECT turn_id, session_id, role, speaker, content, at FROM turns"
-            " WHERE user_id = ? AND session_id = ?"
+            f"SELECT {_TURN_COLUMNS} FROM turns WHERE user_id = ? AND session_id = ?"
             + (f" AND turn_id NOT IN ({marks})" if before else "")
             + " ORDER BY at DESC, rowid DESC LIMIT ?",
             (user_id, session_id, *before, n),
         )
-        return [
-            Turn(tid, user_id, sid, Role(role), speaker, content, datetime.fromisoformat(at))
-            for tid, sid, role, speaker, content, at in reversed(rows)
-        ]
-
-    def _select_turns(
-        self, user_id: str, column: str, values: Sequence[str], order: str
-    ) -> list[Turn]:
-        if not values:
-            self._check_open()
-            return []
-        marks = ",".join("?" * len(values))
-        rows = self._query(
-            "SELECT turn_id, session_id, role, speaker, content, at FROM turns"
-            f" WHERE user_id = ? AND {column} IN ({marks}){order}",
-            (user_id, *values),
-        )
-        return [
-            Turn(tid, user_id, sid, Role(role), speaker, content, datetime.fromisoformat(at))
-            for tid, sid, role, speaker, content, at in rows
-        ]
+        return _turns(user_id, reversed(rows))
 
     def user_ids(self) -> list[str]:
         """Every user with stored turns or audit rows."""

@@ -152,7 +152,8 @@ def test_a_message_stamped_before_the_stored_ones_is_not_taken_as_their_answer(
     memory.add(later, "ana", "s1")
     # An importer back-fills a message said a day earlier, in the same session.
     earlier = memory.add(chat(("user", "My sister Carla moves to Berlin in spring.")), "ana", "s1")
-    when = {t.turn_id: t.timestamp for t in memory.components.journal.session_turns("ana", ["s1"])}
+    stored = memory.components.journal.session_tail("ana", "s1", 100)
+    when = {t.turn_id: t.timestamp for t in stored}
     for e in memory.get_all("ana"):
         if e.kind is MemoryKind.EXCHANGE:
             times = [when[t] for t in e.source_turn_ids]

@@ -26,7 +26,6 @@ Call = Callable[[Journal], Any]
 READS: dict[str, Call] = {
     "history": lambda j: j.history("ana", "m1"),
     "turns": lambda j: j.turns("ana", ["t1"]),
-    "session_turns": lambda j: j.session_turns("ana", ["s1"]),
     "session_tail": lambda j: j.session_tail("ana", "s1", 4, ["t1"]),
     "sessions_of": lambda j: j.sessions_of("ana", ["t1"]),
     "user_ids": lambda j: j.user_ids(),

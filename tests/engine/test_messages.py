@@ -28,7 +28,7 @@ def test_empty_messages_are_left_out_and_reported(memory: Memory) -> None:
         "I moved to Porto in May.",
         "How do you like it there?",
     ]
-    stored = memory.components.journal.session_turns("ana", ["default"])
+    stored = memory.components.journal.sessions_of("ana", [result.turns[0].turn_id])
     assert [t.content for t in stored] == [t.content for t in result.turns]
     # the two turns with content still pair up: the empty ones between them are no turn
     assert any(e.kind is MemoryKind.EXCHANGE for e in result.entries)
