@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from tiermem.clock import Clock, SystemClock
 from tiermem.config import LTMConfig, RoleConfig, SLMConfig, TiermemConfig
 from tiermem.embedding import Embedder, build_embedder
-from tiermem.generator import ExtractiveGenerator, Generator
+from tiermem.generator import Generator
 from tiermem.journal import Journal
 from tiermem.ltm.graph import DecayPolicy
 from tiermem.ltm.provenance import Provenance, load_or_create_secret
@@ -119,35 +119,35 @@ class _Roles:
 
 def _build_roles(config: TiermemConfig, policy: Policy, meter: Meter) -> _Roles:
     """The SLM roles the configuration turns on, model-free stages for the rest."""
-    from tiermem.slm.registry import check_backend_kinds, role_runtime
+    from tiermem.slm.registry import NO_MODEL, check_backend_kinds, role_runtime
     from tiermem.slm.roles.controller import SLMController
-    from tiermem.slm.roles.generator import SLMGenerator
+    from tiermem.slm.roles.generator import CALLS_MODEL, GENERATORS
+    from tiermem.slm.roles.selectors import check_selector_backend
     from tiermem.slm.roles.writer import SLMWriter
 
     check_backend_kinds(config)  # a misspelt kind fails here, even on a role that is off
     slm = config.slm
+    selector_backend = slm.selector.backend or slm.backend
+    if slm.selector.enabled and selector_backend.kind != NO_MODEL:
+        check_selector_backend(slm.selector_mode, selector_backend.kind)
     pool = BackendPool(slm.models_dir)
     controller = role_runtime(slm, slm.controller, pool, meter)
     selector = role_runtime(slm, slm.selector, pool, meter)
     writer = role_runtime(slm, slm.writer, pool, meter)
-    generator_backend = config.generator.backend or slm.backend
-    generator = (
-        role_runtime(
-            slm,
-            RoleConfig(backend=generator_backend, timeout_s=config.generator.timeout_s),
-            pool,
-            meter,
+    generator_kind = config.generator.kind
+    generator = None
+    if GENERATORS.can(generator_kind, CALLS_MODEL):
+        generator_role = RoleConfig(
+            backend=config.generator.backend or slm.backend, timeout_s=config.generator.timeout_s
         )
-        if config.generator.kind == "model"
-        else None
-    )
+        generator = role_runtime(slm, generator_role, pool, meter)
     return _Roles(
         planner=SLMController(controller) if controller else PassthroughPlanner(),
         selector=_selector(slm, selector, policy),
         extractor=SLMWriter(writer, slm.writer_max_turns, keep_turns=slm.writer_keep_turns)
         if writer
         else TurnExtractor(),
-        generator=SLMGenerator(generator) if generator else ExtractiveGenerator(),
+        generator=GENERATORS.factory(generator_kind)(generator),
         closers=(pool.close,),
         pool=pool,
     )

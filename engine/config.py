@@ -2,17 +2,26 @@
 read only at the edge (``tiermem.settings``, used by the CLI and the service).
 
 >>> cfg = TiermemConfig.for_data_dir("/tmp/tm-doc")
->>> cfg.mtm.location, cfg.embedder.provider
-('path', 'sentence-transformers')
+>>> cfg.mtm.kind, cfg.mtm.location, cfg.embedder.provider
+('qdrant', 'path', 'sentence-transformers')
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    SecretStr,
+    Tag,
+    TypeAdapter,
+    model_validator,
+)
 from tiermem.errors import ConfigError
 
 
@@ -31,28 +40,52 @@ class EmbedderConfig(_Section):
 
 
 class MTMConfig(_Section):
-    """Where per-user episodic memory lives.
+    """Per-user episodic memory: what every store kind has. ``kind`` picks the store (a
+    ``tiermem.stores.factory.STORES`` entry): ``qdrant`` (``QdrantConfig``, the default; where
+    it lives is its ``location``) or ``reference`` (``ReferenceStoreConfig``, the exact
+    in-memory oracle, for tests and baselines). ``MTM`` is their union, on ``kind``."""
 
-    ``location``: ``path`` (embedded Qdrant under the data directory, the default),
-    ``memory`` (in-process, gone on close), ``url`` (a Qdrant server), or ``reference``
-    (the exact in-memory oracle store, for tests and baselines).
-    """
+    kind: str
+    collection_prefix: str = Field(default="tiermem_mtm_", pattern=r"^[a-z][a-z0-9_]{0,31}$")
+    capacity: int = Field(default=10_000, gt=0)
 
-    location: Literal["path", "memory", "url", "reference"] = "path"
+
+class QdrantConfig(MTMConfig):
+    """Qdrant through qdrant-client. ``location``: ``path`` (embedded, on disk under the data
+    directory, the default), ``memory`` (in process, gone on close) or ``url`` (a server)."""
+
+    kind: Literal["qdrant"] = "qdrant"
+    location: Literal["path", "memory", "url"] = "path"
     path: Path | None = None
     url: str | None = None
     api_key: str | None = None
     timeout_s: float = Field(default=10.0, gt=0)
-    collection_prefix: str = Field(default="tiermem_mtm_", pattern=r"^[a-z][a-z0-9_]{0,31}$")
-    capacity: int = Field(default=10_000, gt=0)
 
     @model_validator(mode="after")
-    def _location_has_its_address(self) -> MTMConfig:
+    def _location_has_its_address(self) -> QdrantConfig:
         if self.location == "path" and self.path is None:
             raise ValueError("mtm.location='path' needs mtm.path")
         if self.location == "url" and not self.url:
             raise ValueError("mtm.location='url' needs mtm.url")
         return self
+
+
+class ReferenceStoreConfig(MTMConfig):
+    """The exact in-memory store that the congruence tests hold Qdrant to."""
+
+    kind: Literal["reference"] = "reference"
+
+
+def _mtm_tag(data: Any) -> str | None:
+    kind = data.get("kind", "qdrant") if isinstance(data, dict) else getattr(data, "kind", None)
+    return kind if isinstance(kind, str) else None
+
+
+MTM = Annotated[
+    Annotated[QdrantConfig, Tag("qdrant")] | Annotated[ReferenceStoreConfig, Tag("reference")],
+    Discriminator(_mtm_tag),
+]
+"""An MTM store's configuration, by ``kind`` (a missing kind is ``qdrant``)."""
 
 
 class STMConfig(_Section):
@@ -62,71 +95,127 @@ class STMConfig(_Section):
     max_turns: int = Field(default=32, gt=0)
 
 
-# The model each backend kind uses when none is named; a kind not listed here (``openai``,
-# or one a test registers) must name its model.
-DEFAULT_BACKEND_MODELS: Final[Mapping[str, str]] = {
-    "llamacpp": "qwen0.5b",
-    "ollama": "llama3.2:1b-instruct-q4_K_M",
-}
-
-
 class BackendConfig(_Section):
-    """How to reach a model. ``none`` means no model: the model-free stages run instead.
+    """How to reach a model: the fields every backend kind has. ``kind`` names a backend in
+    ``tiermem.slm.registry``; each built-in kind has its own class below (``Backend`` is their
+    union, discriminated on ``kind``), so a field that a kind does not have is refused by name.
+    A kind registered at run time (a test's fake) is configured by this class itself, and
+    must name its model. ``none`` (``NoModelConfig``) means no model: the model-free stages
+    run instead."""
 
-    ``kind`` names a backend in ``tiermem.slm.registry`` (``llamacpp``, ``ollama``,
-    ``openai``); a kind nothing registered is refused when a backend is built, naming the known
-    kinds. ``model`` is an alias (``smollm2``, ``qwen0.5b``, ``qwen1.5b``) or a GGUF path for
-    ``llamacpp``, an Ollama tag for ``ollama``, a served model name for ``openai``.
-    """
-
-    kind: str = Field(default="none", pattern=r"^[a-z][a-z0-9_.-]{0,63}$")
-    model: str = ""  # empty: the kind's default (qwen0.5b; llama3.2:1b-instruct-q4_K_M)
-    host: str = "http://127.0.0.1:11434"
-    keep_alive: str = "30m"
-    base_url: str | None = None
-    api_key: str | None = None
-    response_format: Literal["json_schema", "json_object_schema"] = "json_schema"
-    n_ctx: int = Field(default=4096, ge=512)
-    n_threads: int | None = Field(default=None, gt=0)
-    # llamacpp: load a build with llama.cpp's AMX kernels. Off: they died with SIGILL on this
-    # project's machines even where the kernel grants AMX; turn on only where
-    # `tiermem doctor --allow-amx` passes.
-    allow_amx: bool = False
+    kind: str = Field(pattern=r"^[a-z][a-z0-9_.-]{0,63}$")
+    model: str = Field(min_length=1)
     request_timeout_s: float = Field(default=120.0, gt=0)
-    # llamacpp: a GGUF LoRA adapter applied on load (`tiermem train selector` exports one). An
-    # Ollama model takes its adapter in its Modelfile (ADAPTER), a vLLM server in
-    # --lora-modules (then `model` names the adapter): neither is set here.
-    lora_path: Path | None = None
-    lora_scale: float = Field(default=1.0, ge=0)
 
     @model_validator(mode="before")
     @classmethod
-    def _default_model(cls, data: Any) -> Any:
-        """An empty model means the kind's default; ``openai`` has none and needs a URL."""
-        if not isinstance(data, dict):
-            return data
-        kind = data.get("kind", "none")
-        if not isinstance(kind, str):
-            return data  # the field's own validation reports it
-        if not data.get("model"):
-            defaults = {**DEFAULT_BACKEND_MODELS, "none": ""}
-            if kind not in defaults:
-                raise ValueError(f"slm backend kind {kind!r} needs a model name")
-            data = {**data, "model": defaults[kind]}
-        if kind == "openai" and not data.get("base_url"):
-            raise ValueError("slm backend kind 'openai' needs base_url")
-        if data.get("lora_path") and kind != "llamacpp":
-            raise ValueError(
-                f"lora_path is for kind 'llamacpp'; a {kind!r} server loads its own adapter"
-            )
+    def _empty_model_is_the_default(cls, data: Any) -> Any:
+        """An empty ``model`` means the kind's default (``merge_overrides`` leaves one when
+        only the kind changes)."""
+        if isinstance(data, dict) and data.get("model") == "":
+            return {k: v for k, v in data.items() if k != "model"}
         return data
+
+    @model_validator(mode="after")
+    def _builtin_kinds_have_their_class(self) -> BackendConfig:
+        if type(self) is BackendConfig and self.kind in BUILTIN_BACKENDS:
+            own = BUILTIN_BACKENDS[self.kind].__name__
+            raise ValueError(f"slm backend kind {self.kind!r} is configured by {own}")
+        return self
+
+
+class NoModelConfig(BackendConfig):
+    """No model: every role runs its model-free stage."""
+
+    kind: Literal["none"] = "none"
+    model: Literal[""] = ""
+
+
+class LlamaCppConfig(BackendConfig):
+    """A GGUF model in process through llama-cpp-python. ``model`` is an alias (``smollm2``,
+    ``qwen0.5b``, ``qwen1.5b``) or a GGUF path."""
+
+    kind: Literal["llamacpp"] = "llamacpp"
+    model: str = Field(default="qwen0.5b", min_length=1)
+    n_ctx: int = Field(default=4096, ge=512)
+    n_threads: int | None = Field(default=None, gt=0)
+    # Load a build with llama.cpp's AMX kernels. Off: they died with SIGILL on this project's
+    # machines even where the kernel grants AMX; turn on only where
+    # `tiermem doctor --allow-amx` passes.
+    allow_amx: bool = False
+    # A GGUF LoRA adapter applied on load (`tiermem train selector` exports one). An Ollama
+    # model takes its adapter in its Modelfile (ADAPTER), a vLLM server in --lora-modules
+    # (then `model` names the adapter): neither kind has this field.
+    lora_path: Path | None = None
+    lora_scale: float = Field(default=1.0, ge=0)
+
+
+class OllamaConfig(BackendConfig):
+    """A model an Ollama server serves; ``model`` is its tag."""
+
+    kind: Literal["ollama"] = "ollama"
+    model: str = Field(default="llama3.2:1b-instruct-q4_K_M", min_length=1)
+    host: str = "http://127.0.0.1:11434"
+    keep_alive: str = "30m"
+
+
+class OpenAIConfig(BackendConfig):
+    """Any OpenAI-compatible server (vLLM, llama-server, a hosted API): it has no default
+    model or address, so both are named."""
+
+    kind: Literal["openai"] = "openai"
+    model: str = Field(min_length=1)
+    base_url: str = Field(min_length=1)
+    api_key: str | None = None
+    response_format: Literal["json_schema", "json_object_schema"] = "json_schema"
+
+
+BUILTIN_BACKENDS: Final[Mapping[str, type[BackendConfig]]] = {
+    "none": NoModelConfig,
+    "llamacpp": LlamaCppConfig,
+    "ollama": OllamaConfig,
+    "openai": OpenAIConfig,
+}
+_RUNTIME_KIND = "registered"  # the union's tag for a kind registered at run time
+
+
+def _backend_tag(data: Any) -> str:
+    kind = data.get("kind", "none") if isinstance(data, dict) else getattr(data, "kind", None)
+    return kind if isinstance(kind, str) and kind in BUILTIN_BACKENDS else _RUNTIME_KIND
+
+
+Backend = Annotated[
+    Annotated[NoModelConfig, Tag("none")]
+    | Annotated[LlamaCppConfig, Tag("llamacpp")]
+    | Annotated[OllamaConfig, Tag("ollama")]
+    | Annotated[OpenAIConfig, Tag("openai")]
+    | Annotated[BackendConfig, Tag(_RUNTIME_KIND)],
+    Discriminator(_backend_tag),
+]
+"""A backend's configuration, by ``kind`` (a missing kind is ``none``)."""
+_BACKEND: TypeAdapter[BackendConfig] = TypeAdapter(Backend)
+
+
+def backend_config(**fields: Any) -> BackendConfig:
+    """The configuration of backend ``fields["kind"]``, in its own class.
+
+    >>> backend_config(kind="ollama").model
+    'llama3.2:1b-instruct-q4_K_M'
+    >>> backend_config(kind="ollama", lora_path="a.gguf")
+    Traceback (most recent call last):
+    tiermem.errors.ConfigError: ...lora_path...Extra inputs are not permitted...
+    """
+    try:
+        return _BACKEND.validate_python(fields)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 class RoleConfig(_Section):
     """One SLM role: on or off, its backend (the shared one if unset) and its budgets."""
 
     enabled: bool = True
-    backend: BackendConfig | None = None
+    backend: Backend | None = None
     timeout_s: float = Field(default=30.0, gt=0)
     temperature: float = Field(default=0.0, ge=0, le=2)
     max_tokens: int | None = Field(default=None, gt=0)
@@ -139,7 +228,7 @@ class SLMConfig(_Section):
     """The online small-model roles. With ``backend.kind = "none"`` every role is model-free:
     the plain query, first-stage order, one verbatim entry per turn that is not small talk."""
 
-    backend: BackendConfig = BackendConfig()
+    backend: Backend = NoModelConfig()
     controller: RoleConfig = RoleConfig()
     selector: RoleConfig = RoleConfig()
     writer: RoleConfig = RoleConfig(timeout_s=60.0)
@@ -173,7 +262,7 @@ class ConsolidationConfig(_Section):
     embedded default runs Qwen2.5-Coder-1.5B in-process). ``interval_minutes = 0`` turns the
     background scheduler off (``consolidate_now()`` still works)."""
 
-    backend: BackendConfig = BackendConfig(kind="llamacpp", model="qwen1.5b", n_threads=1)
+    backend: Backend = LlamaCppConfig(model="qwen1.5b", n_threads=1)
     timeout_s: float = Field(default=240.0, gt=0)
     max_tokens: int = Field(default=700, gt=0)
     batch_size: int = Field(default=48, ge=1)  # entries per user per run
@@ -212,7 +301,7 @@ class GeneratorConfig(_Section):
     asks a model (its own backend, or the SLM backend if unset), falling back to extractive."""
 
     kind: Literal["extractive", "model"] = "extractive"
-    backend: BackendConfig | None = None
+    backend: Backend | None = None
     timeout_s: float = Field(default=60.0, gt=0)
     max_memories: int = Field(default=5, gt=0)
 
@@ -252,7 +341,7 @@ class TiermemConfig(_Section):
 
     data_dir: Path | None = None
     embedder: EmbedderConfig = EmbedderConfig()
-    mtm: MTMConfig = MTMConfig(location="memory")
+    mtm: MTM = QdrantConfig(location="memory")
     stm: STMConfig = STMConfig()
     slm: SLMConfig = SLMConfig()
     ltm: LTMConfig = LTMConfig()
@@ -267,18 +356,15 @@ class TiermemConfig(_Section):
         root = Path(data_dir).expanduser()
         return cls(
             data_dir=root,
-            mtm=MTMConfig(location="path", path=root / "qdrant"),
+            mtm=QdrantConfig(location="path", path=root / "qdrant"),
             journal=JournalConfig(path=root / "journal.sqlite3"),
             ltm=LTMConfig(path=root / "ltm"),
         )
 
     @classmethod
-    def for_tests(cls, *, mtm_location: Literal["memory", "reference"] = "memory") -> TiermemConfig:
+    def for_tests(cls) -> TiermemConfig:
         """Everything in memory with the deterministic hash embedder: no files, no model."""
-        return cls(
-            embedder=EmbedderConfig(provider="hash", model="hash-384"),
-            mtm=MTMConfig(location=mtm_location),
-        )
+        return cls(embedder=EmbedderConfig(provider="hash", model="hash-384"))
 
 
 def merge_overrides(config: TiermemConfig, overrides: dict[str, object]) -> TiermemConfig:
@@ -292,9 +378,15 @@ def merge_overrides(config: TiermemConfig, overrides: dict[str, object]) -> Tier
 
 
 def _deep_update(target: dict[str, object], updates: dict[str, object]) -> None:
+    """Merge ``updates`` into ``target``. A section whose ``kind`` changes is replaced: it
+    starts from the new kind's defaults, not the fields of the old kind."""
     for key, value in updates.items():
         current = target.get(key)
-        if isinstance(value, dict) and isinstance(current, dict):
+        if (
+            isinstance(value, dict)
+            and isinstance(current, dict)
+            and value.get("kind", current.get("kind")) == current.get("kind")
+        ):
             _deep_update(current, value)
         else:
             target[key] = value

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from tiermem.clock import Clock
 from tiermem.components import Components, build_components
-from tiermem.config import DEFAULT_DATA_DIR, BackendConfig, TiermemConfig
+from tiermem.config import DEFAULT_DATA_DIR, LlamaCppConfig, TiermemConfig
 from tiermem.context import DEFAULT_BUDGET_TOKENS, DeliveredContext
 from tiermem.errors import ClosedError, ConfigError, KnowledgeItemError, MemoryNotFoundError
 from tiermem.pipeline.deliver import build_context
@@ -120,9 +120,7 @@ class Memory:
         if model is not None:
             config = config.model_copy(
                 update={
-                    "slm": config.slm.model_copy(
-                        update={"backend": BackendConfig(kind="llamacpp", model=model)}
-                    ),
+                    "slm": config.slm.model_copy(update={"backend": LlamaCppConfig(model=model)}),
                     "generator": config.generator.model_copy(update={"kind": "model"}),
                 }
             )

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
-from tiermem.config import BackendConfig, TiermemConfig
+from tiermem.config import LlamaCppConfig, TiermemConfig
 from tiermem.ltm.persist import DirectoryLock
 from tiermem.memory import Memory
 from tiermem.offline.consolidate import ConsolidationReport
@@ -37,7 +37,7 @@ def cli_config(
     consolidation = config.ltm.consolidation
     if model is not None:
         consolidation = consolidation.model_copy(
-            update={"backend": BackendConfig(kind="llamacpp", model=model, n_threads=None)}
+            update={"backend": LlamaCppConfig(model=model, n_threads=None)}
         )
     if once:  # no background schedule in a one-shot process
         consolidation = consolidation.model_copy(update={"interval_minutes": 0.0})

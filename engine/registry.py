@@ -36,10 +36,11 @@ F = TypeVar("F", bound=Callable[..., object])
 
 @dataclass(frozen=True, slots=True)
 class Registered(Generic[F]):
-    """One kind: how to build it, and what it can do."""
+    """One kind: how to build it, what configures it, and what it can do."""
 
     factory: F
     capabilities: frozenset[str] = frozenset()
+    config: type | None = None  # the kind's configuration class, where the family has one
 
 
 class Registry(Generic[F]):
@@ -57,6 +58,7 @@ class Registry(Generic[F]):
         factory: F,
         *,
         capabilities: Iterable[str] = (),
+        config: type | None = None,
         replace: bool = False,
     ) -> None:
         if name in self._reserved:
@@ -66,7 +68,7 @@ class Registry(Generic[F]):
             raise ConfigError(
                 f"{self.family} {name!r} is registered already (replace=True replaces it)"
             )
-        self._kinds[name] = Registered(factory, frozenset(capabilities))
+        self._kinds[name] = Registered(factory, frozenset(capabilities), config)
 
     def unregister(self, name: str) -> None:
         """Forget ``name``; a configuration naming it is refused again."""
@@ -74,12 +76,17 @@ class Registry(Generic[F]):
 
     @contextmanager
     def registered(
-        self, name: str, factory: F, *, capabilities: Iterable[str] = ()
+        self,
+        name: str,
+        factory: F,
+        *,
+        capabilities: Iterable[str] = (),
+        config: type | None = None,
     ) -> Iterator[None]:
         """``name`` builds with ``factory`` inside the block; what it built before comes
         back after (nothing, for a new name)."""
         previous = self._kinds.get(name)
-        self.register(name, factory, capabilities=capabilities, replace=True)
+        self.register(name, factory, capabilities=capabilities, config=config, replace=True)
         try:
             yield
         finally:

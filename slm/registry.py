@@ -12,9 +12,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import BaseModel
-from tiermem.config import BackendConfig, RoleConfig, SLMConfig
+from tiermem.config import (
+    BackendConfig,
+    LlamaCppConfig,
+    OllamaConfig,
+    OpenAIConfig,
+    RoleConfig,
+    SLMConfig,
+)
 from tiermem.errors import ConfigError, UnknownProviderError
 from tiermem.registry import Registry
 from tiermem.slm.base import CONSOLIDATION as CONSOLIDATION  # re-exported: owners
@@ -25,9 +33,26 @@ from tiermem.slm.roles.common import RoleRuntime
 # (config, models directory, owner) -> backend. ``owner`` is who the backend serves (ONLINE or
 # CONSOLIDATION): an in-process model gives each owner its own context.
 BackendFactory = Callable[[BackendConfig, Path, str], SLMBackend]
+C = TypeVar("C", bound=BackendConfig)
 
 
-def _llamacpp(config: BackendConfig, models_dir: Path, owner: str) -> SLMBackend:
+def _configured_by(
+    config_class: type[C], build: Callable[[C, Path, str], SLMBackend]
+) -> BackendFactory:
+    """A factory that builds from ``config_class`` and refuses any other configuration."""
+
+    def factory(config: BackendConfig, models_dir: Path, owner: str) -> SLMBackend:
+        if not isinstance(config, config_class):
+            raise ConfigError(
+                f"slm backend kind {config.kind!r} is configured by {config_class.__name__},"
+                f" not {type(config).__name__}"
+            )
+        return build(config, models_dir, owner)
+
+    return factory
+
+
+def _llamacpp(config: LlamaCppConfig, models_dir: Path, owner: str) -> SLMBackend:
     from tiermem.slm.llamacpp import LlamaCppBackend
     from tiermem.slm.models import resolve_model
 
@@ -42,7 +67,7 @@ def _llamacpp(config: BackendConfig, models_dir: Path, owner: str) -> SLMBackend
     )
 
 
-def _ollama(config: BackendConfig, models_dir: Path, owner: str) -> SLMBackend:
+def _ollama(config: OllamaConfig, models_dir: Path, owner: str) -> SLMBackend:
     from tiermem.slm.ollama_backend import OllamaBackend
 
     return OllamaBackend(
@@ -53,7 +78,7 @@ def _ollama(config: BackendConfig, models_dir: Path, owner: str) -> SLMBackend:
     )
 
 
-def _openai(config: BackendConfig, models_dir: Path, owner: str) -> SLMBackend:
+def _openai(config: OpenAIConfig, models_dir: Path, owner: str) -> SLMBackend:
     from tiermem.slm.openai_backend import OpenAIBackend
 
     return OpenAIBackend(
@@ -67,10 +92,21 @@ def _openai(config: BackendConfig, models_dir: Path, owner: str) -> SLMBackend:
 
 NO_MODEL = "none"  # the kind that means "no backend": the model-free stages run
 CONTEXT_PER_OWNER = "context-per-owner"  # capability: an in-process model, one call at a time
+SCORES_TOKENS = "scores-tokens"  # capability: next-token log-probabilities (pointwise selector)
 BACKENDS: Registry[BackendFactory] = Registry("slm backend", reserved={NO_MODEL: "no model"})
-BACKENDS.register("llamacpp", _llamacpp, capabilities={CONTEXT_PER_OWNER})
-BACKENDS.register("ollama", _ollama)
-BACKENDS.register("openai", _openai)
+
+
+def _builtin(
+    kind: str, config_class: type[C], build: Callable[[C, Path, str], SLMBackend], *caps: str
+) -> None:
+    BACKENDS.register(
+        kind, _configured_by(config_class, build), capabilities=caps, config=config_class
+    )
+
+
+_builtin("llamacpp", LlamaCppConfig, _llamacpp, CONTEXT_PER_OWNER, SCORES_TOKENS)
+_builtin("ollama", OllamaConfig, _ollama, SCORES_TOKENS)
+_builtin("openai", OpenAIConfig, _openai, SCORES_TOKENS)
 
 
 def backend_kinds() -> list[str]:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 from tiermem import ManualClock, Memory, TiermemConfig
-from tiermem.config import JournalConfig, MTMConfig
-from tiermem.slm.registry import registered_backend
+from tiermem.config import JournalConfig, QdrantConfig, ReferenceStoreConfig
+from tiermem.slm.registry import SCORES_TOKENS, registered_backend
 
 from tests.fakes.scripted import KIND, ScriptedModels
 
@@ -37,7 +37,7 @@ def scripted_models() -> Iterator[ScriptedModels]:
     """Backend kind ``scripted``, registered for this test only: a config naming it gets the
     fake of its model name, which the test scripts by that name."""
     models = ScriptedModels()
-    with registered_backend(KIND, models.build):
+    with registered_backend(KIND, models.build, capabilities={SCORES_TOKENS}):
         yield models
 
 
@@ -47,12 +47,14 @@ def config_for(location: str, tmp_path: Path) -> TiermemConfig:
     if location == "path":
         return base.model_copy(
             update={
-                "mtm": MTMConfig(location="path", path=tmp_path / "qdrant"),
+                "mtm": QdrantConfig(location="path", path=tmp_path / "qdrant"),
                 "journal": JournalConfig(path=tmp_path / "journal.sqlite3"),
                 "data_dir": tmp_path,
             }
         )
-    return base.model_copy(update={"mtm": MTMConfig(location=location)})  # type: ignore[arg-type]
+    if location == "reference":
+        return base.model_copy(update={"mtm": ReferenceStoreConfig()})
+    return base.model_copy(update={"mtm": QdrantConfig(location="memory")})
 
 
 @pytest.fixture

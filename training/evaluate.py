@@ -39,7 +39,7 @@ from tiermem.bench.datasets.conversation import Conversation, Question
 from tiermem.bench.metrics import evidence_recall
 from tiermem.bench.systems import Tiermem
 from tiermem.components import Components
-from tiermem.config import BackendConfig, EmbedderConfig, TiermemConfig
+from tiermem.config import EmbedderConfig, TiermemConfig, backend_config
 from tiermem.pipeline.deliver import build_context
 from tiermem.ranking import calibrate_threshold
 from tiermem.roles.plan import Candidate, Selection, Selector
@@ -47,7 +47,7 @@ from tiermem.slm.meter import Meter
 from tiermem.slm.registry import BackendPool
 from tiermem.slm.roles.common import RoleRuntime
 from tiermem.slm.roles.pointwise import PointwiseSelector, PointwiseSettings
-from tiermem.slm.roles.selectors import FUSION, build_selector
+from tiermem.slm.roles.selectors import FUSION, build_selector, check_selector_backend
 from tiermem.training import TrainingInputError
 from tiermem.training.dataset import SPLITS, candidate_pool, is_relevant, split_samples
 from tiermem.types import ScoreExplanation, SearchHit
@@ -121,14 +121,18 @@ class _Variants:
 
     def _runtime(self, name: str) -> RoleRuntime:
         lora = self._cfg.adapter if name == "pointwise-lora" else None
+        adapter = {} if lora is None else {"lora_path": lora}  # llamacpp's field
         backend = self._pool.get(
-            BackendConfig(kind=self._cfg.backend_kind, model=self._cfg.model, lora_path=lora)
+            backend_config(kind=self._cfg.backend_kind, model=self._cfg.model, **adapter)
         )
         return RoleRuntime(backend, self.meters[name], timeout_s=SELECT_TIMEOUT_S)
 
     def _selector(self, name: str, threshold: float) -> Selector:
         kind = name.removesuffix("-lora")  # pointwise-lora: the pointwise selector, adapted
-        runtime = None if kind == FUSION else self._runtime(name)
+        runtime = None
+        if kind != FUSION:
+            check_selector_backend(kind, self._cfg.backend_kind)
+            runtime = self._runtime(name)
         return build_selector(kind, runtime, PointwiseSettings(self._cfg.weight, threshold))
 
     def calibrate(self, name: str, pools: Sequence[tuple[str, list[Candidate], set[str]]]) -> float:

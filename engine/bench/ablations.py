@@ -31,7 +31,7 @@ from tiermem.bench.datasets.conversation import Conversation, Question, session_
 from tiermem.bench.metrics import evidence_recall
 from tiermem.bench.mtm import synthetic_turns
 from tiermem.bench.stats import percentile
-from tiermem.config import BackendConfig, EmbedderConfig, SLMConfig, TiermemConfig
+from tiermem.config import EmbedderConfig, LlamaCppConfig, SLMConfig, TiermemConfig
 from tiermem.embedding.base import EmbedMode
 from tiermem.memory import Memory
 from tiermem.roles.plan import PlanIntent, PlannedQuery, Planner, TopKSelector
@@ -195,7 +195,7 @@ def error_injection(
 ) -> list[Row]:
     user = sample.sample_id
     noise = [q.question for s in samples if s.sample_id != user for q in s.questions]
-    base = TiermemConfig(slm=SLMConfig(backend=BackendConfig(kind="llamacpp", model=model)))
+    base = TiermemConfig(slm=SLMConfig(backend=LlamaCppConfig(model=model)))
     with tempfile.TemporaryDirectory(prefix="tiermem-errors-") as tmp:
         clean_dir = Path(tmp) / "clean"
         if state is not None:

@@ -32,8 +32,8 @@ from tiermem.bench.metrics import evidence_recall, normalize_answer
 from tiermem.bench.stats import percentile
 from tiermem.clock import ManualClock
 from tiermem.config import (
-    BackendConfig,
     ConsolidationConfig,
+    LlamaCppConfig,
     LTMConfig,
     TiermemConfig,
     merge_overrides,
@@ -93,7 +93,7 @@ def _config(
 ) -> TiermemConfig:
     base = TiermemConfig.for_data_dir(data_dir)
     consolidation = ConsolidationConfig(
-        backend=BackendConfig(kind="llamacpp", model=model, n_threads=threads),
+        backend=LlamaCppConfig(model=model, n_threads=threads),
         interval_minutes=0.0,  # runs are started here, one after another, and timed
         trigger_turns=1_000_000,
         batch_size=batch_size,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 from tiermem.bench.demo_data import DEMO_USERS, session_messages
-from tiermem.config import BackendConfig, GeneratorConfig, SLMConfig, TiermemConfig
+from tiermem.config import GeneratorConfig, LlamaCppConfig, SLMConfig, TiermemConfig
 from tiermem.memory import Memory
 from tiermem.render import human_date
 from tiermem.types import Tier
@@ -74,7 +74,7 @@ def demo_config(data_dir: Path, embedder: str, model: str | None) -> TiermemConf
     """The embedded default under ``data_dir``; the SLM roles on ``model`` (an alias or a
     GGUF path) in-process, or model-free when ``model`` is ``None``."""
     config = TiermemConfig.for_data_dir(data_dir)
-    slm = SLMConfig(backend=BackendConfig(kind="llamacpp", model=model)) if model else SLMConfig()
+    slm = SLMConfig(backend=LlamaCppConfig(model=model)) if model else SLMConfig()
     return config.model_copy(
         update={
             "embedder": config.embedder.model_copy(update={"provider": embedder}),

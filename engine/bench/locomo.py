@@ -33,8 +33,9 @@ from tiermem.bench.metrics import answer_f1, bleu1, evidence_recall
 from tiermem.bench.systems import BM25, FullContext, NaiveRAG, Retrieved, System, Tiermem
 from tiermem.config import (
     ONLINE_ROLES,
-    BackendConfig,
     EmbedderConfig,
+    LlamaCppConfig,
+    OpenAIConfig,
     SLMConfig,
     TiermemConfig,
 )
@@ -114,14 +115,10 @@ class Answerer:
 def _answerer(cfg: RunConfig, pool: BackendPool, meter: Meter) -> Answerer:
     generator = judge = None
     if cfg.generator:
-        backend = pool.get(
-            BackendConfig(kind="llamacpp", model=cfg.generator, n_ctx=cfg.generator_ctx)
-        )
+        backend = pool.get(LlamaCppConfig(model=cfg.generator, n_ctx=cfg.generator_ctx))
         generator = RoleRuntime(backend, meter, timeout_s=120.0)
     if cfg.judge_url and cfg.judge_model:
-        backend = pool.get(
-            BackendConfig(kind="openai", model=cfg.judge_model, base_url=cfg.judge_url)
-        )
+        backend = pool.get(OpenAIConfig(model=cfg.judge_model, base_url=cfg.judge_url))
         judge = RoleRuntime(backend, meter, timeout_s=120.0)
     return Answerer(generator, judge, cfg.generator_ctx - 600)
 
@@ -132,7 +129,7 @@ def _system(name: str, cfg: RunConfig, embedder: Any) -> System:
     if name == "tiermem":
         slm = SLMConfig()
         if cfg.model:
-            slm = SLMConfig(backend=BackendConfig(kind="llamacpp", model=cfg.model))
+            slm = SLMConfig(backend=LlamaCppConfig(model=cfg.model))
             slm = slm.model_copy(
                 update={
                     role: getattr(slm, role).model_copy(update={"enabled": role in cfg.roles})

@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.table import Table
 from tiermem.bench.stats import percentile
 from tiermem.components import build_components
-from tiermem.config import MTMConfig, TiermemConfig
+from tiermem.config import MTMConfig, QdrantConfig, ReferenceStoreConfig, TiermemConfig
 from tiermem.embedding import EmbedMode
 from tiermem.journal import Journal
 from tiermem.memory import Memory
@@ -191,7 +191,8 @@ def _rss_mib() -> float:
 def measure(config: TiermemConfig, label: str, size: int, samples: int, users: int = 1) -> Row:
     start = datetime(2025, 1, 1, tzinfo=UTC)
     # the reference store lives in memory: it is filled and measured in one open memory
-    fill_s = _fill(config, users, size, start) if config.mtm.location != "reference" else 0.0
+    in_memory = isinstance(config.mtm, ReferenceStoreConfig)
+    fill_s = 0.0 if in_memory else _fill(config, users, size, start)
     began = time.perf_counter()
     built = build_components(config)
     counters = (CallCounter(built.store), CallCounter(built.journal))
@@ -200,7 +201,7 @@ def measure(config: TiermemConfig, label: str, size: int, samples: int, users: i
     )
     with Memory(config, components=components) as memory:
         open_s = time.perf_counter() - began
-        if config.mtm.location == "reference":
+        if in_memory:
             began = time.perf_counter()
             for u in range(users):
                 fill = synthetic_turns(size, seed=1 + u, start=start)
@@ -248,9 +249,9 @@ def _config(root: Path, embedder: str, location: str, size: int) -> TiermemConfi
     config = TiermemConfig.for_data_dir(root)
     capacity = max(MTMConfig.model_fields["capacity"].default, 2 * size)
     mtm = (
-        MTMConfig(location="path", path=root / "qdrant", capacity=capacity)
+        QdrantConfig(location="path", path=root / "qdrant", capacity=capacity)
         if location == "path"
-        else MTMConfig(location="reference", capacity=capacity)
+        else ReferenceStoreConfig(capacity=capacity)
     )
     return config.model_copy(
         update={"mtm": mtm, "embedder": config.embedder.model_copy(update={"provider": embedder})}

@@ -24,7 +24,7 @@ from tiermem.bench.datasets import load_dataset
 from tiermem.bench.datasets.conversation import Conversation, session_messages
 from tiermem.bench.metrics import evidence_recall
 from tiermem.bench.stats import percentile
-from tiermem.config import BackendConfig, GeneratorConfig, SLMConfig, TiermemConfig
+from tiermem.config import GeneratorConfig, LlamaCppConfig, SLMConfig, TiermemConfig
 from tiermem.memory import Memory
 
 ROLES = ("writer", "controller", "selector", "generator")
@@ -80,7 +80,7 @@ def run_path(
 
 def _config(root: Path, model: str | None, k: int) -> TiermemConfig:
     config = TiermemConfig.for_data_dir(root)
-    slm = SLMConfig(backend=BackendConfig(kind="llamacpp", model=model)) if model else SLMConfig()
+    slm = SLMConfig(backend=LlamaCppConfig(model=model)) if model else SLMConfig()
     return config.model_copy(
         update={
             "slm": slm,

@@ -1,16 +1,15 @@
-"""MTM stores, by ``MTMConfig.location`` (a ``tiermem.registry.Registry``): ``path`` ->
-embedded Qdrant on disk, ``memory`` -> in-process Qdrant, ``url`` -> a Qdrant server,
-``reference`` -> the exact in-memory oracle."""
+"""MTM stores, by ``MTMConfig.kind`` (a ``tiermem.registry.Registry``): ``qdrant`` -> Qdrant
+through qdrant-client, at its ``location`` (on disk, in process, or a server); ``reference`` ->
+the exact in-memory oracle."""
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from pathlib import Path
 
 from qdrant_client import QdrantClient
-from tiermem.config import MTMConfig
-from tiermem.errors import StoreError
+from tiermem.config import MTMConfig, QdrantConfig, ReferenceStoreConfig
+from tiermem.errors import ConfigError, StoreError
 from tiermem.registry import Registry
 from tiermem.stores.base import MTMStore
 from tiermem.stores.files import restrict_tree
@@ -20,50 +19,38 @@ from tiermem.stores.reference import ReferenceStore
 StoreFactory = Callable[[MTMConfig, int], MTMStore]
 
 
-def _qdrant(
-    config: MTMConfig, dim: int, open_client: Callable[[], QdrantClient], path: Path | None
-) -> MTMStore:
+def _client(config: QdrantConfig) -> QdrantClient:
+    """The client for where ``config`` says the store lives."""
+    if config.location == "url":
+        return QdrantClient(url=config.url, api_key=config.api_key, timeout=int(config.timeout_s))
+    if config.location == "path" and config.path is not None:  # the config checks the path
+        config.path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return QdrantClient(path=str(config.path))
+    return QdrantClient(location=":memory:")
+
+
+def _qdrant(config: MTMConfig, dim: int) -> MTMStore:
+    if not isinstance(config, QdrantConfig):
+        raise ConfigError(
+            f"mtm store 'qdrant' is configured by QdrantConfig, not {type(config).__name__}"
+        )
+    path = config.path if config.location == "path" else None
     try:
-        client = open_client()
+        client = _client(config)
         if path is not None:
             restrict_tree(path)
     except (RuntimeError, ValueError, OSError, sqlite3.Error) as exc:
         # The embedded store is locked to one process: say so plainly.
         raise StoreError(f"cannot open the MTM store ({config.location}): {exc}") from exc
-    server = STORES.can(config.location, SERVER)
+    server = config.location == "url"  # payload indexes, no local files
     return QdrantStore(client, dim=dim, prefix=config.collection_prefix, server=server, path=path)
 
 
-def _on_disk(config: MTMConfig, dim: int) -> MTMStore:
-    assert config.path is not None
-    path = config.path
-
-    def open_client() -> QdrantClient:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        return QdrantClient(path=str(path))
-
-    return _qdrant(config, dim, open_client, path)
-
-
-def _in_memory(config: MTMConfig, dim: int) -> MTMStore:
-    return _qdrant(config, dim, lambda: QdrantClient(location=":memory:"), None)
-
-
-def _server(config: MTMConfig, dim: int) -> MTMStore:
-    def open_client() -> QdrantClient:
-        return QdrantClient(url=config.url, api_key=config.api_key, timeout=int(config.timeout_s))
-
-    return _qdrant(config, dim, open_client, None)
-
-
-SERVER = "server"  # capability: a Qdrant server (payload indexes, no local files)
 STORES: Registry[StoreFactory] = Registry("mtm store")
-STORES.register("path", _on_disk)
-STORES.register("memory", _in_memory)
-STORES.register("url", _server, capabilities={SERVER})
-STORES.register("reference", lambda config, dim: ReferenceStore(dim))
+STORES.register("qdrant", _qdrant, config=QdrantConfig)
+STORES.register("reference", lambda config, dim: ReferenceStore(dim), config=ReferenceStoreConfig)
 
 
 def build_mtm_store(config: MTMConfig, dim: int) -> MTMStore:
-    """The store ``config.location`` names."""
-    return STORES.factory(config.location)(config, dim)
+    """The store ``config.kind`` names."""
+    return STORES.factory(config.kind)(config, dim)

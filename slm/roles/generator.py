@@ -1,12 +1,18 @@
-"""The answer generator on a model. Fallback (counted): the extractive answer."""
+"""The answer generator on a model. Fallback (counted): the extractive answer.
+
+Generators, by ``generator.kind``, are a ``tiermem.registry.Registry`` (``GENERATORS``): a kind
+that ``CALLS_MODEL`` gets a role runtime; without one (no model configured) the extractive
+answer stands in, whatever the kind.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from tiermem.context import DeliveredContext
 from tiermem.errors import SLMError
-from tiermem.generator import ExtractiveGenerator
+from tiermem.generator import ExtractiveGenerator, Generator
+from tiermem.registry import Registry
 from tiermem.slm.prompts import generator as prompt
 from tiermem.slm.roles.common import Role, RoleRuntime
 from tiermem.types import Turn
@@ -35,3 +41,14 @@ class SLMGenerator(Role):
             self._rt.fallback(prompt.SPEC.name, exc, "the extractive answer")
             return ExtractiveGenerator().generate(query, stm, context)
         return output.answer.strip()
+
+
+GeneratorFactory = Callable[[RoleRuntime | None], Generator]
+CALLS_MODEL = "calls-model"  # capability: the generator asks a model, given a runtime
+GENERATORS: Registry[GeneratorFactory] = Registry("generator")
+GENERATORS.register("extractive", lambda runtime: ExtractiveGenerator())
+GENERATORS.register(
+    "model",
+    lambda runtime: SLMGenerator(runtime) if runtime else ExtractiveGenerator(),
+    capabilities={CALLS_MODEL},
+)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tiermem.errors import ConfigError
 from tiermem.registry import Registry
 from tiermem.roles.plan import Selector, TopKSelector
 from tiermem.slm.roles.common import RoleRuntime
@@ -33,10 +34,23 @@ def _pointwise(runtime: RoleRuntime | None, settings: PointwiseSettings) -> Sele
 
 
 FUSION = "fusion"  # no model: the first stage's rank fusion, as it stands
+READS_TOKEN_SCORES = "reads-token-scores"  # capability: needs a backend that scores tokens
 SELECTORS: Registry[SelectorFactory] = Registry("selector")
 SELECTORS.register(FUSION, lambda runtime, settings: TopKSelector())
 SELECTORS.register("listwise", _listwise)
-SELECTORS.register("pointwise", _pointwise)
+SELECTORS.register("pointwise", _pointwise, capabilities={READS_TOKEN_SCORES})
+
+
+def check_selector_backend(kind: str, backend_kind: str) -> None:
+    """Refuse selector ``kind`` on a backend kind that lacks what it reads, before either is
+    built (``ConfigError``)."""
+    from tiermem.slm.registry import BACKENDS, SCORES_TOKENS
+
+    if SELECTORS.can(kind, READS_TOKEN_SCORES) and not BACKENDS.can(backend_kind, SCORES_TOKENS):
+        raise ConfigError(
+            f"the {kind} selector needs a backend that scores tokens;"
+            f" backend kind {backend_kind!r} does not"
+        )
 
 
 def build_selector(kind: str, runtime: RoleRuntime | None, settings: PointwiseSettings) -> Selector:

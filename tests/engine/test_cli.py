@@ -65,15 +65,15 @@ def test_bad_config_is_a_clear_error(capsys: pytest.CaptureFixture[str], tmp_pat
 
 def test_backend_model_defaults_follow_the_backend_kind() -> None:
     from pydantic import ValidationError
-    from tiermem.config import BackendConfig
+    from tiermem.config import LlamaCppConfig, OllamaConfig, OpenAIConfig
 
-    assert BackendConfig(kind="llamacpp").model == "qwen0.5b"
-    assert BackendConfig(kind="ollama").model == "llama3.2:1b-instruct-q4_K_M"
-    assert BackendConfig(kind="ollama", model="qwen2.5:0.5b").model == "qwen2.5:0.5b"
-    with pytest.raises(ValidationError, match="needs a model name"):
-        BackendConfig(kind="openai", base_url="http://127.0.0.1:8000/v1")
-    with pytest.raises(ValidationError, match="needs base_url"):
-        BackendConfig(kind="openai", model="m")
+    assert LlamaCppConfig().model == "qwen0.5b"
+    assert OllamaConfig().model == "llama3.2:1b-instruct-q4_K_M"
+    assert OllamaConfig(model="qwen2.5:0.5b").model == "qwen2.5:0.5b"
+    with pytest.raises(ValidationError, match="model\n  Field required"):
+        OpenAIConfig(base_url="http://127.0.0.1:8000/v1")
+    with pytest.raises(ValidationError, match="base_url\n  Field required"):
+        OpenAIConfig(model="m")
 
 
 def _locomo_file(tmp_path: Path) -> Path:

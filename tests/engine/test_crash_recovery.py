@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from tiermem import ManualClock, Memory, SearchFilters, StoreError, TiermemConfig
 from tiermem.components import build_components
-from tiermem.config import JournalConfig, MTMConfig, SLMConfig
+from tiermem.config import JournalConfig, QdrantConfig, SLMConfig
 from tiermem.roles.extract import CandidateEntry, Extraction
 from tiermem.types import MemoryEntry, MemoryKind, Role, Turn
 
@@ -281,7 +281,7 @@ def open_memory(
 ) -> tuple[Memory, ManualClock]:
     config = TiermemConfig.for_tests().model_copy(
         update={
-            "mtm": MTMConfig(location="path", path=root / "qdrant", capacity=capacity),
+            "mtm": QdrantConfig(location="path", path=root / "qdrant", capacity=capacity),
             "journal": JournalConfig(path=root / "journal.sqlite3"),
             "data_dir": root,
             "slm": SLMConfig(merge_threshold=s.merge_threshold),

@@ -5,20 +5,29 @@ block's registration gives back what was there."""
 from __future__ import annotations
 
 import pytest
-from tiermem.config import EmbedderConfig, MTMConfig
+from pydantic import ValidationError
+from tiermem.config import (
+    EmbedderConfig,
+    MTMConfig,
+    QdrantConfig,
+    ReferenceStoreConfig,
+    TiermemConfig,
+)
 from tiermem.embedding import build_embedder
 from tiermem.embedding.registry import EMBEDDERS
 from tiermem.errors import ConfigError, UnknownProviderError
 from tiermem.registry import Registry
 from tiermem.slm.registry import BACKENDS, CONTEXT_PER_OWNER
+from tiermem.slm.roles.generator import GENERATORS
 from tiermem.slm.roles.selectors import SELECTORS
-from tiermem.stores.factory import SERVER, STORES, build_mtm_store
+from tiermem.stores.factory import STORES, build_mtm_store
 
 FAMILIES: dict[str, Registry] = {  # type: ignore[type-arg]
     "slm backend": BACKENDS,
     "embedder": EMBEDDERS,
     "mtm store": STORES,
     "selector": SELECTORS,
+    "generator": GENERATORS,
 }
 
 
@@ -48,10 +57,26 @@ def test_a_replacement_is_on_purpose_and_a_block_gives_back_what_was_there() -> 
 def test_capabilities_replace_kind_checks() -> None:
     assert BACKENDS.can("llamacpp", CONTEXT_PER_OWNER)
     assert not BACKENDS.can("ollama", CONTEXT_PER_OWNER)
-    assert [k for k in STORES.names() if STORES.can(k, SERVER)] == ["url"]
 
 
-def test_an_unknown_store_location_is_refused_with_the_known_ones() -> None:
-    config = MTMConfig.model_construct(location="sqlite")  # past the config's own check
-    with pytest.raises(UnknownProviderError, match="memory, path, reference, url"):
+def test_an_unknown_store_kind_is_refused_with_the_known_ones() -> None:
+    with pytest.raises(ValidationError, match="'qdrant', 'reference'"):
+        TiermemConfig.model_validate({"mtm": {"kind": "sqlite"}})
+    config = MTMConfig.model_construct(kind="sqlite")  # past the config's own check
+    with pytest.raises(UnknownProviderError, match="known: qdrant, reference"):
         build_mtm_store(config, 8)
+
+
+def test_a_store_kind_is_one_class_and_where_qdrant_lives_is_its_location() -> None:
+    """``location`` says where Qdrant lives; which store it is, is ``kind``. A field of the
+    other kind is refused by name, and a missing kind is Qdrant (configuration files of the
+    flat class read as they did)."""
+    assert STORES.get("qdrant").config is QdrantConfig
+    assert STORES.get("reference").config is ReferenceStoreConfig
+    loaded = TiermemConfig.model_validate({"mtm": {"location": "url", "url": "http://q:6333"}})
+    assert isinstance(loaded.mtm, QdrantConfig)
+    assert loaded.mtm.url == "http://q:6333"
+    with pytest.raises(ValidationError, match=r"reference.url\n  Extra inputs"):
+        TiermemConfig.model_validate({"mtm": {"kind": "reference", "url": "http://q:6333"}})
+    with pytest.raises(ValidationError, match=r"qdrant.location\n  Input should be 'path', "):
+        TiermemConfig.model_validate({"mtm": {"location": "reference"}})

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from qdrant_client.local.persistence import CollectionPersistence
 from tiermem import ManualClock, Memory, TiermemConfig
-from tiermem.config import MTMConfig
+from tiermem.config import QdrantConfig
 from tiermem.errors import (
     AuditError,
     JournalLockedError,
@@ -160,7 +160,9 @@ def test_every_file_of_the_data_directory_is_its_owners_alone(
 
 
 def test_two_memories_cannot_share_one_journal(tmp_path: Path, clock: ManualClock) -> None:
-    config = config_for("path", tmp_path).model_copy(update={"mtm": MTMConfig(location="memory")})
+    config = config_for("path", tmp_path).model_copy(
+        update={"mtm": QdrantConfig(location="memory")}
+    )
     with Memory(config, clock=clock), pytest.raises(JournalLockedError):
         Memory(config, clock=clock)  # its vector store in memory: only the journal is shared
 
@@ -168,7 +170,9 @@ def test_two_memories_cannot_share_one_journal(tmp_path: Path, clock: ManualCloc
 def test_opening_on_a_disk_with_no_block_left_is_typed_and_holds_nothing(
     small_disk: Path, clock: ManualClock
 ) -> None:
-    config = config_for("path", small_disk).model_copy(update={"mtm": MTMConfig(location="memory")})
+    config = config_for("path", small_disk).model_copy(
+        update={"mtm": QdrantConfig(location="memory")}
+    )
     Memory(config, clock=clock).close()  # the journal and its lock file exist
     filler = fill(small_disk)
     opened = _open_or_error(config, clock)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from tiermem import ManualClock, Memory, TiermemConfig
 from tiermem.cli import main
-from tiermem.config import JournalConfig, MTMConfig
+from tiermem.config import JournalConfig, QdrantConfig
 from tiermem.errors import LTMError, LTMLockedError
 from tiermem.ltm import LongTermMemory, Provenance
 
@@ -32,7 +32,7 @@ def _shared_mtm(tmp_path: Path) -> TiermemConfig:
     """Two processes sharing one MTM (a Qdrant server in production; here each has its own
     in-process store) and one LTM directory."""
     config = ltm_config(tmp_path)
-    return config.model_copy(update={"mtm": MTMConfig(location="memory")})
+    return config.model_copy(update={"mtm": QdrantConfig(location="memory")})
 
 
 @pytest.mark.usefixtures("scripted_models")  # the consolidation model ltm_config names

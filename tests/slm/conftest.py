@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from tiermem import ManualClock, Memory, TiermemConfig
-from tiermem.config import BackendConfig, GeneratorConfig, MTMConfig, SLMConfig
+from tiermem.config import BackendConfig, GeneratorConfig, QdrantConfig, SLMConfig
 from tiermem.slm.base import SLMRequest
 from tiermem.slm.scripted import ScriptedBackend
 
@@ -31,7 +31,7 @@ def slm_config(capacity: int = 10_000, **slm: Any) -> TiermemConfig:
         update={
             "slm": SLMConfig(backend=BackendConfig(kind=KIND, model=MODEL), **slm),
             "generator": GeneratorConfig(kind="model"),
-            "mtm": MTMConfig(location="memory", capacity=capacity),
+            "mtm": QdrantConfig(location="memory", capacity=capacity),
         }
     )
 

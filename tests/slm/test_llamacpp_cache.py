@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import llama_cpp
 import pytest
 from tiermem import ManualClock, Memory
-from tiermem.config import BackendConfig, RoleConfig, SLMConfig
+from tiermem.config import BackendConfig, LlamaCppConfig, RoleConfig, SLMConfig
 from tiermem.errors import ConfigError
 from tiermem.slm import llamacpp
 from tiermem.slm.base import ChatMessage, SLMRequest
@@ -85,8 +85,8 @@ def _memory(
 def test_add_does_not_wait_behind_a_consolidation_call_on_the_same_model(
     tmp_path: Path, clock: ManualClock, gguf: Path
 ) -> None:
-    online = BackendConfig(kind="llamacpp", model=str(gguf), n_threads=2)
-    offline = BackendConfig(kind="llamacpp", model=str(gguf), n_threads=1)
+    online = LlamaCppConfig(model=str(gguf), n_threads=2)
+    offline = LlamaCppConfig(model=str(gguf), n_threads=1)
     with _memory(tmp_path, clock, online, offline) as memory:
         memory.add(chat(("user", "I bake sourdough bread every Sunday.")), "ana")
         run = threading.Thread(target=memory.consolidate_now)
@@ -111,7 +111,7 @@ def test_add_does_not_wait_behind_a_consolidation_call_on_the_same_model(
 def test_each_owner_has_its_own_context_even_with_one_configuration(
     tmp_path: Path, clock: ManualClock, gguf: Path
 ) -> None:
-    same = BackendConfig(kind="llamacpp", model=str(gguf), n_threads=3)
+    same = LlamaCppConfig(model=str(gguf), n_threads=3)
     FakeLlama.release.set()
     with _memory(tmp_path, clock, same, same) as memory:
         memory.add(chat(("user", "I bake sourdough bread every Sunday.")), "ana")
@@ -144,7 +144,7 @@ def test_a_lora_adapter_is_its_own_context_and_a_missing_one_is_named(
     adapter = tmp_path / "selector-lora.gguf"
     adapter.write_bytes(b"GGUF")
     request = SLMRequest("writer", [ChatMessage("user", "Turns:")], {}, 64)
-    plain = BackendConfig(kind="llamacpp", model=str(gguf))
+    plain = LlamaCppConfig(model=str(gguf))
     tuned = plain.model_copy(update={"lora_path": adapter, "lora_scale": 0.5})
     for config in (plain, tuned, tuned):
         backend = build_backend(config, tmp_path)
@@ -165,7 +165,7 @@ def test_a_lora_path_under_home_is_expanded(
     """``lora_path = "~/..."`` in a TOML file names the adapter under the user's home."""
     monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / "adapter.gguf").write_bytes(b"GGUF")
-    config = BackendConfig(kind="llamacpp", model=str(gguf), lora_path=Path("~/adapter.gguf"))
+    config = LlamaCppConfig(model=str(gguf), lora_path=Path("~/adapter.gguf"))
     request = SLMRequest("writer", [ChatMessage("user", "Turns:")], {}, 64)
     assert build_backend(config, tmp_path).complete(request).text
     assert FakeLlama.built[-1].kwargs["lora_path"] == str(tmp_path / "adapter.gguf")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from tiermem import ManualClock, Memory
-from tiermem.config import BackendConfig, MTMConfig, SLMConfig
+from tiermem.config import OllamaConfig, QdrantConfig, SLMConfig
 from tiermem.errors import SLMOutputInvalid, SLMUnavailable
 from tiermem.slm.base import ChatMessage, NextTokenScorer, ScoreRequest, TokenScores
 from tiermem.slm.meter import Meter
@@ -101,13 +101,13 @@ def test_the_read_path_scores_over_the_ollama_protocol(tmp_path: Path) -> None:
     backend.respond_with({"queries": [], "since": "", "until": "", "kinds": []})
     with serving(backend, TAG) as server:
         slm = SLMConfig(
-            backend=BackendConfig(kind="ollama", model=TAG, host=server.url),
+            backend=OllamaConfig(model=TAG, host=server.url),
             writer={"enabled": False},  # type: ignore[arg-type]
             selector_mode="pointwise",
             pointwise_weight=1.0,
         )
         config = config_for("memory", tmp_path).model_copy(
-            update={"slm": slm, "mtm": MTMConfig(location="memory")}
+            update={"slm": slm, "mtm": QdrantConfig(location="memory")}
         )
         with Memory(config, clock=ManualClock(T0)) as memory:
             memory.add(chat(*SISTER_AND_DOG), user_id="maya")

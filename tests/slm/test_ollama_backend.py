@@ -6,7 +6,7 @@ from __future__ import annotations
 import ollama
 import pytest
 from tiermem import ManualClock, Memory
-from tiermem.config import BackendConfig, GeneratorConfig, MTMConfig, SLMConfig
+from tiermem.config import GeneratorConfig, OllamaConfig, QdrantConfig, SLMConfig
 from tiermem.errors import SLMTimeout, SLMUnavailable
 from tiermem.slm.base import ChatMessage, SLMRequest
 from tiermem.slm.ollama_backend import OllamaBackend
@@ -90,9 +90,9 @@ def test_whole_online_path_over_the_ollama_protocol(tmp_path: object) -> None:
         base = config_for("memory", tmp_path)  # type: ignore[arg-type]
         config = base.model_copy(
             update={
-                "slm": SLMConfig(backend=BackendConfig(kind="ollama", model=TAG, host=server.url)),
+                "slm": SLMConfig(backend=OllamaConfig(model=TAG, host=server.url)),
                 "generator": GeneratorConfig(kind="model"),
-                "mtm": MTMConfig(location="memory"),
+                "mtm": QdrantConfig(location="memory"),
             }
         )
         with Memory(config, clock=ManualClock(T0)) as memory:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from tiermem import Memory, TiermemConfig
-from tiermem.config import BackendConfig, merge_overrides
+from tiermem.config import BackendConfig, LlamaCppConfig, backend_config, merge_overrides
 from tiermem.errors import ConfigError, SLMTimeout, SLMUnavailable
 from tiermem.ranking import (
     calibrate_threshold,
@@ -255,13 +255,23 @@ def test_a_backend_that_cannot_score_is_refused_when_built() -> None:
 
     with pytest.raises(ConfigError, match="scores tokens"):
         PointwiseSelector(RoleRuntime(GenerateOnly(), Meter()))
-    with registered_backend("generate-only", lambda config, models_dir, owner: GenerateOnly()):
+    built: list[str] = []
+
+    def generate_only(config: BackendConfig, models_dir: Path, owner: str) -> GenerateOnly:
+        built.append(config.kind)
+        return GenerateOnly()
+
+    with registered_backend("generate-only", generate_only):
         backend = {"kind": "generate-only", "model": "g"}
         config = merge_overrides(
             TiermemConfig.for_tests(), {"slm": {"backend": backend, "selector_mode": "pointwise"}}
         )
-        with pytest.raises(ConfigError, match="scores tokens"):
+        with pytest.raises(ConfigError, match="'generate-only' does not"):
             Memory(config)
+        assert built == []  # the kind's registration says so: nothing was built to find out
+        listwise = merge_overrides(config, {"slm": {"selector_mode": "listwise"}})
+        Memory(listwise).close()
+        assert built == ["generate-only"]
 
 
 def test_memory_reads_through_the_selector_the_config_names(
@@ -292,10 +302,10 @@ def test_memory_reads_through_the_selector_the_config_names(
 
 
 def test_lora_path_is_for_the_in_process_backend_only() -> None:
-    assert BackendConfig(kind="llamacpp", lora_path=Path("a.gguf")).lora_path == Path("a.gguf")
-    for kind in ("ollama", "none"):
-        with pytest.raises(ValueError, match="lora_path is for kind 'llamacpp'"):
-            BackendConfig(kind=kind, lora_path=Path("a.gguf"))
+    assert LlamaCppConfig(lora_path=Path("a.gguf")).lora_path == Path("a.gguf")
+    for kind in ("ollama", "openai", "none"):
+        with pytest.raises(ConfigError, match=f"{kind}.lora_path\n  Extra inputs are not"):
+            backend_config(kind=kind, model="m", base_url="u", lora_path=Path("a.gguf"))
 
 
 # The pure functions under the selector.

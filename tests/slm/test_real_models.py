@@ -15,7 +15,15 @@ from pathlib import Path
 import httpx
 import pytest
 from tiermem import ManualClock, Memory, TiermemConfig
-from tiermem.config import BackendConfig, GeneratorConfig, MTMConfig, SLMConfig
+from tiermem.config import (
+    BackendConfig,
+    GeneratorConfig,
+    LlamaCppConfig,
+    OllamaConfig,
+    OpenAIConfig,
+    QdrantConfig,
+    SLMConfig,
+)
 from tiermem.slm.base import ScoreRequest
 from tiermem.slm.llamacpp import LlamaCppBackend
 from tiermem.slm.models import resolve_model
@@ -42,7 +50,7 @@ def _config(backend: BackendConfig) -> TiermemConfig:
         update={
             "slm": SLMConfig(backend=backend),
             "generator": GeneratorConfig(kind="model"),
-            "mtm": MTMConfig(location="memory"),
+            "mtm": QdrantConfig(location="memory"),
         }
     )
 
@@ -74,7 +82,7 @@ def _run_online_path(config: TiermemConfig) -> dict[str, dict[str, object]]:
 
 
 def test_online_path_in_process() -> None:
-    snapshot = _run_online_path(_config(BackendConfig(kind="llamacpp", model="smollm2")))
+    snapshot = _run_online_path(_config(LlamaCppConfig(model="smollm2")))
     answered = [s for s in snapshot.values() if s["ok"]]  # type: ignore[operator]
     assert answered, "at least one role got a valid output from the real model"
     assert all(s["prompt_tokens"] > 0 for s in answered)  # type: ignore[operator]
@@ -83,9 +91,7 @@ def test_online_path_in_process() -> None:
 def test_online_path_through_the_ollama_protocol() -> None:
     local = LlamaCppBackend(resolve_model("smollm2"))
     with serving(local, "smollm2:135m") as server:
-        _run_online_path(
-            _config(BackendConfig(kind="ollama", model="smollm2:135m", host=server.url))
-        )
+        _run_online_path(_config(OllamaConfig(model="smollm2:135m", host=server.url)))
         assert len(server.requests) >= 4
 
 
@@ -139,8 +145,7 @@ def llama_server() -> Iterator[str]:
 def test_online_path_through_an_openai_compatible_endpoint(llama_server: str) -> None:
     _run_online_path(
         _config(
-            BackendConfig(
-                kind="openai",
+            OpenAIConfig(
                 model="smollm2",
                 base_url=llama_server,
                 response_format="json_object_schema",

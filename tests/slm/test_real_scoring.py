@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from tiermem import ManualClock, Memory, TiermemConfig
-from tiermem.config import BackendConfig, MTMConfig, SLMConfig
+from tiermem.config import LlamaCppConfig, QdrantConfig, SLMConfig
 from tiermem.slm.base import ScoreRequest, TokenScores
 from tiermem.slm.llamacpp import LlamaCppBackend
 from tiermem.slm.models import resolve_model
@@ -144,11 +144,11 @@ def test_the_read_path_with_the_pointwise_selector() -> None:
     config = TiermemConfig.for_tests().model_copy(
         update={
             "slm": SLMConfig(
-                backend=BackendConfig(kind="llamacpp", model="smollm2"),
+                backend=LlamaCppConfig(model="smollm2"),
                 writer={"enabled": False},  # type: ignore[arg-type]
                 selector_mode="pointwise",
             ),
-            "mtm": MTMConfig(location="memory"),
+            "mtm": QdrantConfig(location="memory"),
         }
     )
     turns = [("user", m.split(": ", 1)[1]) for m in MEMORIES]

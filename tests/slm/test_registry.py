@@ -15,7 +15,15 @@ import pytest
 from pydantic import ValidationError
 from tiermem import ManualClock, Memory, TiermemConfig
 from tiermem.cli import main
-from tiermem.config import BackendConfig, GeneratorConfig, LTMConfig, RoleConfig, SLMConfig
+from tiermem.config import (
+    BackendConfig,
+    GeneratorConfig,
+    LTMConfig,
+    NoModelConfig,
+    OllamaConfig,
+    RoleConfig,
+    SLMConfig,
+)
 from tiermem.errors import ConfigError, UnknownProviderError
 from tiermem.settings import load_config
 from tiermem.slm.base import SLMBackend
@@ -37,18 +45,24 @@ PRODUCTION_KINDS = ["llamacpp", "none", "ollama", "openai"]
 URL = "http://127.0.0.1:8000/v1"
 
 
-def _old_rule(section: dict[str, Any]) -> dict[str, Any] | None:
-    """What the config accepted when ``kind`` was a Literal: the fields it ended with, or None
-    where it refused. Kept here, verbatim in effect, as the oracle for the real kinds."""
-    kind, model = section.get("kind", "none"), section.get("model")
+def _rule(section: dict[str, Any]) -> dict[str, Any] | None:
+    """What the config takes for the real kinds: the fields it ends with, or None where it
+    refuses. It took more while one flat class served every kind: a ``base_url`` on any kind
+    and a model under ``none``, both ignored; each kind's own class now refuses a field it
+    does not have."""
+    kind, model, url = section.get("kind", "none"), section.get("model"), section.get("base_url")
+    if url is not None and kind != "openai":
+        return None
+    if kind == "none":
+        return {"kind": kind, "model": "", "base_url": None} if not model else None
     if not model:
-        defaults = {"llamacpp": "qwen0.5b", "ollama": "llama3.2:1b-instruct-q4_K_M", "none": ""}
+        defaults = {"llamacpp": "qwen0.5b", "ollama": "llama3.2:1b-instruct-q4_K_M"}
         if kind not in defaults:
             return None
         model = defaults[kind]
-    if kind == "openai" and not section.get("base_url"):
+    if kind == "openai" and not url:
         return None
-    return {"kind": kind, "model": model, "base_url": section.get("base_url")}
+    return {"kind": kind, "model": model, "base_url": url}
 
 
 CASES = [
@@ -70,23 +84,33 @@ def _toml(section: dict[str, Any]) -> str:
 
 
 @pytest.mark.parametrize("section", CASES, ids=_toml)
-def test_config_loading_takes_what_it_took_for_the_real_kinds(
+def test_config_loading_takes_each_real_kind_in_its_own_class(
     section: dict[str, Any], tmp_path: Path
 ) -> None:
     toml = tmp_path / "tiermem.toml"
     toml.write_text(_toml(section))
-    expected = _old_rule(section)
+    expected = _rule(section)
     if expected is None:
         with pytest.raises(ConfigError):
             load_config(toml, {})
         return
     backend = load_config(toml, {}).slm.backend
-    assert {"kind": backend.kind, "model": backend.model, "base_url": backend.base_url} == expected
+    url = getattr(backend, "base_url", None)
+    assert {"kind": backend.kind, "model": backend.model, "base_url": url} == expected
+    assert (
+        type(backend).__name__
+        == {
+            "none": "NoModelConfig",
+            "llamacpp": "LlamaCppConfig",
+            "ollama": "OllamaConfig",
+            "openai": "OpenAIConfig",
+        }[backend.kind]
+    )
 
 
 def test_scripted_is_no_production_kind() -> None:
     assert backend_kinds() == PRODUCTION_KINDS
-    with pytest.raises(ValidationError, match="needs a model name"):
+    with pytest.raises(ValidationError, match="model"):
         BackendConfig(kind="scripted")  # it had a default model while it was a production kind
     config = TiermemConfig.for_tests().model_copy(
         update={"slm": SLMConfig(backend=BackendConfig(kind="scripted", model="scripted"))}
@@ -109,7 +133,7 @@ def test_an_unknown_kind_names_the_known_ones(tmp_path: Path) -> None:
         "unknown slm backend provider 'olama'; known: llamacpp, none, ollama, openai"
     )
     with pytest.raises(ConfigError, match="'none' has no model to call"):
-        build_backend(BackendConfig(), tmp_path)
+        build_backend(NoModelConfig(), tmp_path)
 
 
 def test_a_memory_refuses_an_unknown_kind_even_on_a_role_that_is_off() -> None:
@@ -167,8 +191,8 @@ def test_the_roles_call_the_backend_registered_for_their_kind(clock: ManualClock
 def test_a_registration_for_a_block_restores_what_was_there(tmp_path: Path) -> None:
     fake = ScriptedBackend()
     with registered_backend("ollama", lambda config, models_dir, owner: fake):
-        assert build_backend(BackendConfig(kind="ollama"), tmp_path) is fake
-    assert isinstance(build_backend(BackendConfig(kind="ollama"), tmp_path), OllamaBackend)
+        assert build_backend(OllamaConfig(), tmp_path) is fake
+    assert isinstance(build_backend(OllamaConfig(), tmp_path), OllamaBackend)
     register_backend("made-up", lambda config, models_dir, owner: fake)
     try:
         assert build_backend(BackendConfig(kind="made-up", model="m"), tmp_path) is fake
@@ -199,12 +223,12 @@ def test_a_backend_sdk_loads_only_when_its_kind_is_built() -> None:
         import sys
         from pathlib import Path
         from tiermem import Memory, TiermemConfig
-        from tiermem.config import BackendConfig
+        from tiermem.config import OllamaConfig
         from tiermem.slm.registry import build_backend
         sdks = ("ollama", "openai", "llama_cpp")
         Memory(TiermemConfig.for_tests()).close()
         print(sorted(m for m in sdks if m in sys.modules))
-        build_backend(BackendConfig(kind="ollama"), Path("."))
+        build_backend(OllamaConfig(), Path("."))
         print(sorted(m for m in sdks if m in sys.modules))
         """
     )
@@ -212,3 +236,38 @@ def test_a_backend_sdk_loads_only_when_its_kind_is_built() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     ).stdout
     assert out.splitlines() == ["[]", "['ollama']"]
+
+
+def test_each_real_kind_is_configured_by_its_own_class(tmp_path: Path) -> None:
+    """The registry names each kind's configuration class; the flat class cannot stand in
+    for one, and a factory refuses a configuration of another kind."""
+    from tiermem.config import LlamaCppConfig, OpenAIConfig
+    from tiermem.slm.registry import BACKENDS
+
+    assert [BACKENDS.get(k).config for k in ("llamacpp", "ollama", "openai")] == [
+        LlamaCppConfig,
+        OllamaConfig,
+        OpenAIConfig,
+    ]
+    with pytest.raises(ValidationError, match="'llamacpp' is configured by LlamaCppConfig"):
+        BackendConfig(kind="llamacpp", model="qwen0.5b")
+    wrong = OllamaConfig().model_copy(update={"kind": "openai"})  # past validation
+    with pytest.raises(ConfigError, match="'openai' is configured by OpenAIConfig, not Olla"):
+        build_backend(wrong, tmp_path)
+
+
+def test_an_override_that_changes_the_kind_starts_from_that_kinds_defaults() -> None:
+    """The consolidation's default is llamacpp; a file naming an OpenAI server gets none of
+    llamacpp's fields, and a change within one kind keeps the rest."""
+    from tiermem.config import OpenAIConfig, merge_overrides
+
+    served = {"kind": "openai", "model": "big", "base_url": URL}
+    config = merge_overrides(TiermemConfig(), {"ltm": {"consolidation": {"backend": served}}})
+    assert config.ltm.consolidation.backend == OpenAIConfig(model="big", base_url=URL)
+    threads = {"ltm": {"consolidation": {"backend": {"n_ctx": 8192}}}}
+    kept = merge_overrides(TiermemConfig(), threads).ltm.consolidation.backend
+    assert (kept.model, getattr(kept, "n_threads", None), getattr(kept, "n_ctx", None)) == (
+        "qwen1.5b",
+        1,
+        8192,
+    )
