@@ -50,6 +50,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     mtm.add_argument("--users", type=int, default=1, help="users, each filled with a size")
     mtm.add_argument("--out", type=Path, help="also write the results as JSON here")
+    upd = suites.add_parser(
+        "updates", help="changed facts: is the newest statement delivered (own scenarios)"
+    )
+    upd.add_argument("--out", type=Path, required=True, help="updates.json and the state")
+    upd.add_argument("--budget", default="300,600,1200,2400", help="token ceilings")
+    upd.add_argument("--users", type=int, default=24, help="scenarios, one user each")
+    upd.add_argument("--seed", type=int, default=7)
+    upd.add_argument("--model", help="also run the writer on this llama.cpp model")
+    upd.add_argument(
+        "--embedder", choices=("sentence-transformers", "hash"), default="sentence-transformers"
+    )
+    upd.add_argument("--config", type=Path, help="tiermem's configuration (TOML), as in locomo")
     loco = suites.add_parser("locomo", help="tiermem beside naive-rag, bm25, full-context")
     loco.add_argument(
         "--data",
@@ -108,6 +120,12 @@ def _parser() -> argparse.ArgumentParser:
     loco.add_argument("--judge-url", help="OpenAI-compatible endpoint of an LLM judge")
     loco.add_argument("--judge-model", help="the judge's model name at that endpoint")
     loco.add_argument("--resume", action="store_true", help="continue an interrupted run")
+    loco.add_argument(
+        "--config",
+        type=Path,
+        help="tiermem's configuration (TOML): its [delivery], [slm], ... apply; the run "
+        "sets the embedder and the storage",
+    )
     abl = suites.add_parser("ablations", help="MTM growth and error injection")
     abl.add_argument("--data", type=Path, required=True)
     abl.add_argument("--conversation", type=int, default=0)
@@ -238,6 +256,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.suite == "locomo":
                 from tiermem.bench.locomo import RunConfig
                 from tiermem.bench.suite import dataset_configs, run_all
+                from tiermem.config import TiermemConfig
+                from tiermem.settings import load_config
 
                 base = RunConfig(
                     data=Path(),  # each data set's file, in dataset_configs
@@ -255,6 +275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     resume=args.resume,
                     split=args.split,
                     embed_cache=args.embed_cache,
+                    tiermem=load_config(args.config, {}) if args.config else TiermemConfig(),
                 )
                 run_all(dataset_configs(base, args.data, args.bursty), args.out, console)
             elif args.suite == "ablations":
@@ -321,6 +342,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                     _positive(args.clients, "--clients"),
                     _positive(args.requests, "--requests"),
                     args.out,
+                    console,
+                )
+            elif args.suite == "updates":
+                from tiermem.bench.updates import UpdatesConfig, run_updates
+                from tiermem.config import EmbedderConfig
+                from tiermem.settings import load_config
+
+                run_updates(
+                    UpdatesConfig(
+                        args.out,
+                        _budgets(args.budget) or UpdatesConfig.budgets,
+                        _positive(args.users, "--users"),
+                        args.seed,
+                        args.model,
+                        EmbedderConfig(provider=args.embedder),
+                        load_config(args.config, {}) if args.config else TiermemConfig(),
+                    ),
                     console,
                 )
             elif args.suite == "mtm":

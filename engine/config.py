@@ -304,6 +304,9 @@ class GeneratorConfig(_Section):
     backend: Backend | None = None
     timeout_s: float = Field(default=60.0, gt=0)
     max_memories: int = Field(default=5, gt=0)
+    # A context shares no word with the question and no hit is this close (dense cosine):
+    # memory holds nothing about it (``tiermem.generator.supports``; all-MiniLM-L6-v2 scale).
+    support_min_similarity: float = Field(default=0.35, ge=-1, le=1)
 
 
 class DeliveryConfig(_Section):
@@ -323,6 +326,11 @@ class DeliveryConfig(_Section):
     distinct: bool = True
     cut: float = Field(default=0.0, ge=0, le=1)
     fall_off: float = Field(default=0.0, ge=0, le=1)
+    later: float = Field(default=0.6, ge=0, le=1)
+    later_hits: int = Field(default=4, ge=0)
+    later_per_hit: int = Field(default=2, ge=0)
+    later_similarity: float = Field(default=0.5, ge=-1, le=1)
+    later_max_tokens: int = Field(default=80, ge=0)
 
 
 class JournalConfig(_Section):

@@ -36,3 +36,32 @@ def lexical_query(text: str) -> str:
     """
     words = [w.removesuffix("'s").removesuffix("’s") for w in _WORD.findall(text)]
     return " ".join(w for w in words if w and w.lower() not in STOPWORDS)
+
+
+_SUFFIXES = ("ings", "ing", "ies", "ied", "ed", "es", "s")
+
+
+def stem(word: str) -> str:
+    """A light stem, enough to match a question's word to a memory's: lower case, one common
+    suffix off, a doubled final consonant undone.
+
+    >>> [stem(w) for w in ("running", "runs", "Run", "eating", "stayed", "flights", "cities")]
+    ['run', 'run', 'run', 'eat', 'stay', 'flight', 'city']
+    """
+    w = word.lower().removesuffix("'s").removesuffix("’s")
+    for suffix in _SUFFIXES:
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            w = w[: -len(suffix)] + ("y" if suffix in ("ies", "ied") else "")
+            break
+    if len(w) >= 4 and w[-1] == w[-2] and w[-1] not in "aeiouls":
+        w = w[:-1]
+    return w
+
+
+def content_stems(text: str) -> set[str]:
+    """The stems of ``text``'s content words.
+
+    >>> sorted(content_stems("When do I go running these days?"))
+    ['day', 'go', 'run']
+    """
+    return {stem(w) for w in lexical_query(text).split()}

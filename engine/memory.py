@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING
 from tiermem.clock import Clock
 from tiermem.components import Components, build_components
 from tiermem.config import DEFAULT_DATA_DIR, LlamaCppConfig, TiermemConfig
-from tiermem.context import DEFAULT_BUDGET_TOKENS, DeliveredContext
+from tiermem.context import DEFAULT_BUDGET_TOKENS, DeliveredContext, pack
 from tiermem.errors import ClosedError, ConfigError, KnowledgeItemError, MemoryNotFoundError
+from tiermem.generator import supports
 from tiermem.pipeline.deliver import build_context
 from tiermem.pipeline.forget import ForgetReport as ForgetReport  # public here
 from tiermem.pipeline.forget import run_forget
@@ -262,6 +263,20 @@ class Memory:
         with their provenance; only they count as accessed."""
         self._check_open()
         uid = validate_user_id(user_id)
+        ctx = self._deliver(query, uid, budget_tokens, session_id, filters, k, expand)
+        return replace(ctx, hits=tuple(record_access(self._c, uid, ctx.hits)))
+
+    def _deliver(
+        self,
+        query: str,
+        uid: str,
+        budget_tokens: int,
+        session_id: str | None,
+        filters: SearchFilters | None,
+        k: int | None,
+        expand: bool = True,
+    ) -> DeliveredContext:
+        """``context()`` without counting access: the caller counts what it hands out."""
         budget = validate_k(budget_tokens, "budget_tokens")
         delivery = self._c.policy.delivery
         limit = validate_k(k if k is not None else delivery.hits_for(budget, self.config.default_k))
@@ -269,8 +284,7 @@ class Memory:
         stm = self._c.stm.window(uid, sid)
         text, checked = validate_text(query), validate_filters(filters)
         hits = run_search(self._c, uid, text, limit, checked, stm)
-        ctx = build_context(self._c, uid, hits, budget, delivery.expansion_for(expand))
-        return replace(ctx, hits=tuple(record_access(self._c, uid, ctx.hits)))
+        return build_context(self._c, uid, hits, budget, delivery.expansion_for(expand))
 
     def answer(
         self,
@@ -281,13 +295,19 @@ class Memory:
     ) -> AnswerResult:
         """Answer from memory: the text, the hits used, their source turns, context size.
         The generator reads ``context()`` at ``generator.max_memories`` hits, within
-        ``delivery.answer_budget_tokens``."""
+        ``delivery.answer_budget_tokens``. A context that shares no content word with the
+        question (``tiermem.generator.supports``) is not used: the answer is that memory
+        holds nothing about it (``NOTHING_IN_MEMORY``), with no hits."""
         self._check_open()
         uid = validate_user_id(user_id)
         sid = validate_session_id(session_id)
         k = self.config.generator.max_memories
         budget = self._c.policy.delivery.answer_budget_tokens
-        ctx = self.context(query, uid, budget, sid, filters, k=k)
+        ctx = self._deliver(query, uid, budget, sid, filters, k)
+        floor = self.config.generator.support_min_similarity
+        if not supports(query, ctx, floor):  # the nearest bear on nothing: none used or counted
+            ctx = pack([], {}, budget, self._c.tokens)
+        ctx = replace(ctx, hits=tuple(record_access(self._c, uid, ctx.hits)))
         stm = self._c.stm.window(uid, sid)
         text = self._c.generator.generate(query, stm, ctx)
         return AnswerResult(text, ctx.hits, ctx.tokens, ctx.source_turns)

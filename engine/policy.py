@@ -34,7 +34,12 @@ class Expansion:
     ``distinct``: a hit whose turns better hits already found takes no rank of its own.
     ``cut``: units worth less than this share of the best unit are not delivered.
     ``fall_off``: a hit is delivered only if one of its retrievers scored it at least this
-    share of that retriever's best score in the result (0 keeps every hit)."""
+    share of that retriever's best score in the result (0 keeps every hit).
+    ``later``: the share of a hit's value that a later statement close to it is worth (a
+    changed fact's new value), for the first ``later_hits`` hits, at most ``later_per_hit``
+    each, at cosine ``later_similarity`` or more to the hit, by the hit's own speaker, of at
+    most ``later_max_tokens`` (``tiermem.pipeline.deliver.later_statements``); 0 offers
+    none."""
 
     reply: float = 0.5
     previous: float = 0.3
@@ -45,9 +50,14 @@ class Expansion:
     distinct: bool = True
     cut: float = 0.0
     fall_off: float = 0.0
+    later: float = 0.6
+    later_hits: int = 4
+    later_per_hit: int = 2
+    later_similarity: float = 0.5
+    later_max_tokens: int = 80
 
 
-NO_EXPANSION = Expansion(reply=0.0, previous=0.0, burst=0.0, member=0.0, fall_off=0.0)
+NO_EXPANSION = Expansion(reply=0.0, previous=0.0, burst=0.0, member=0.0, fall_off=0.0, later=0.0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -72,6 +72,9 @@ class RunConfig:
     split: str = "all"  # choose, report or all (tiermem.bench.datasets.conversation.split_of)
     bursty: bool = False  # run the bursty variant of ``data`` (every sentence its own message)
     embed_cache: Path | None = None  # a folder of memoised vectors, shared by runs
+    # tiermem's own configuration (``bench locomo --config``): its delivery, policy and roles
+    # sections apply; the run sets the embedder, the storage (under OUT) and ``--model``.
+    tiermem: TiermemConfig = field(default_factory=TiermemConfig)
 
     @property
     def name(self) -> str:
@@ -127,7 +130,7 @@ def _system(name: str, cfg: RunConfig, embedder: Any) -> System:
     """``embedder`` is the run's (maybe cached) embedder, for naive-rag and, when it is cached,
     tiermem; without a cache tiermem builds its own from the config, as a user's would."""
     if name == "tiermem":
-        slm = SLMConfig()
+        slm = cfg.tiermem.slm
         if cfg.model:
             slm = SLMConfig(backend=LlamaCppConfig(model=cfg.model))
             slm = slm.model_copy(
@@ -136,7 +139,7 @@ def _system(name: str, cfg: RunConfig, embedder: Any) -> System:
                     for role in ONLINE_ROLES
                 }
             )
-        config = TiermemConfig(slm=slm, embedder=cfg.embedder)
+        config = cfg.tiermem.model_copy(update={"slm": slm, "embedder": cfg.embedder})
         cached = embedder if isinstance(embedder, CachedEmbedder) else None
         return Tiermem(config, cfg.out / "state", cfg.k, cached)
     if name == "naive-rag":

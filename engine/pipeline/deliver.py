@@ -13,12 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 
 from tiermem.components import Components
 from tiermem.context import ContextTurn, DeliveredContext, Unit, pack
+from tiermem.embedding.base import EmbedMode, check_vectors
+from tiermem.pipeline.read import concurrently
 from tiermem.policy import Expansion
-from tiermem.render import render_memory
-from tiermem.types import MemoryKind, SearchHit, Tier, Turn
+from tiermem.render import index_text, render_memory
+from tiermem.stores.base import ScoredEntry
+from tiermem.types import MemoryKind, SearchFilters, SearchHit, Tier, Turn
 
 RETRIEVERS = ("dense", "bm25", "ltm")  # the raw scores a first-stage hit carries
 
@@ -90,10 +94,79 @@ def _piece(hit: SearchHit, turns: Mapping[str, ContextTurn]) -> str | None:
     return render_memory(hit.item) if hit.entry.text != turns[ids[0]].line else None
 
 
+def later_statements(
+    c: Components, user_id: str, hits: Sequence[SearchHit], expansion: Expansion
+) -> dict[str, list[ScoredEntry]]:
+    """For each of the first ``expansion.later_hits`` MTM hits, the user's entries from after
+    it closest to it (to the hit, not to the query) at cosine ``later_similarity`` or more,
+    best first: the statements that may have changed it (a moved flight, a new diet).
+    ``offered`` picks what is delivered of them. One embedding call for the hits, their
+    searches at once; by hit id."""
+    chosen = [h for h in hits if h.tier is Tier.MTM][: expansion.later_hits]
+    if expansion.later <= 0 or not chosen:
+        return {}
+    texts = [index_text(h.entry) for h in chosen]
+    vectors = check_vectors(
+        c.embedder.embed(texts, EmbedMode.DOCUMENT), len(texts), c.store.dim, c.embedder.name
+    )
+    # ``since`` is inclusive: the hit itself and its exchange come back too, and ``offered``
+    # passes over the other speakers' statements
+    room = 2 * expansion.later_per_hit + 4
+    searches = [
+        partial(
+            c.store.search, user_id, vectors[i], SearchFilters(since=h.entry.effective_time), room
+        )
+        for i, h in enumerate(chosen)
+    ]
+    out: dict[str, list[ScoredEntry]] = {}
+    for hit, found in zip(chosen, concurrently(searches), strict=True):
+        own = set(hit.source_turn_ids)
+        out[hit.id] = [
+            s
+            for s in found
+            if s.score >= expansion.later_similarity
+            and s.entry.effective_time > hit.entry.effective_time
+            and not own.intersection(s.entry.source_turn_ids)
+        ]
+    return out
+
+
+def offered(
+    hit: SearchHit,
+    found: Sequence[ScoredEntry],
+    turns: Mapping[str, ContextTurn],
+    c: Components,
+    expansion: Expansion,
+) -> list[tuple[str, ...]]:
+    """What is offered of a hit's later statements (``later_statements``), best first: the
+    turns of the hit's own speakers (the assistant's echo of a user's words changes none of
+    the user's facts), each statement at most ``later_max_tokens`` (a changed fact is stated
+    briefly; a long later turn is a discussion, and the budget it would take is worth more
+    to the next hits: measured on LongMemEval-S, whose turns run to hundreds of tokens), at
+    most ``later_per_hit``."""
+    speakers = {turns[t].speaker for t in hit.source_turn_ids if t in turns}
+    out: list[tuple[str, ...]] = []
+    for s in found:
+        ids = tuple(
+            t for t in s.entry.source_turn_ids if t in turns and turns[t].speaker in speakers
+        )
+        cost = sum(c.tokens.count(turns[t].line) for t in ids)
+        if ids and ids not in out and cost <= expansion.later_max_tokens:
+            out.append(ids)
+        if len(out) == expansion.later_per_hit:
+            break
+    return out
+
+
 def hit_units(
-    hits: Sequence[SearchHit], turns: Mapping[str, ContextTurn], expansion: Expansion
+    hits: Sequence[SearchHit],
+    turns: Mapping[str, ContextTurn],
+    expansion: Expansion,
+    later: Mapping[str, Sequence[tuple[str, ...]]] | None = None,
 ) -> list[Unit]:
-    """Units for ``hits`` (best first) and their neighbours, best value first."""
+    """Units for ``hits`` (best first), their neighbours and the later statements offered
+    for them (``offered``: turn ids by hit id, each worth ``expansion.later`` of its hit),
+    best value first."""
     by_place = {(t.session_id, t.position): t for t in turns.values()}
     units: list[Unit] = []
     found: set[str] = set()
@@ -115,6 +188,8 @@ def hit_units(
             for near, share in neighbours(edge, step, by_place, expansion):
                 if near not in own:
                     units.append(Unit((near,), value * share))
+        for newer in (later or {}).get(hit.id, ()):
+            units.append(Unit(newer, value * expansion.later))
     units.sort(key=lambda u: -u.value)  # stable: ties keep the hits' order
     if units and expansion.cut > 0:
         floor = units[0].value * expansion.cut
@@ -160,10 +235,16 @@ def build_context(
     query, packed; it carries the hits delivered and their stored turns. No access is
     counted here (``Memory.context`` counts the delivered hits)."""
     hits = strong_hits(hits, expansion.fall_off)
-    ids = sorted({t for h in hits if h.tier is Tier.MTM for t in h.source_turn_ids})
+    later = later_statements(c, user_id, hits, expansion)
+    ids = sorted(
+        {t for h in hits if h.tier is Tier.MTM for t in h.source_turn_ids}
+        | {t for found in later.values() for s in found for t in s.entry.source_turn_ids}
+    )
     stored = c.journal.sessions_of(user_id, ids)
     turns = context_turns(stored)
-    ctx = pack(hit_units(hits, turns, expansion), turns, budget_tokens, c.tokens)
+    hit_of = {h.id: h for h in hits}
+    offers = {h: offered(hit_of[h], found, turns, c, expansion) for h, found in later.items()}
+    ctx = pack(hit_units(hits, turns, expansion, offers), turns, budget_tokens, c.tokens)
     by_id = {t.turn_id: t for t in stored}
     sources = {tid: by_id[tid] for tid in ctx.turn_ids if tid in by_id}
     return replace(ctx, hits=tuple(delivered_hits(ctx, hits)), source_turns=sources)
@@ -187,6 +268,8 @@ __all__ = [
     "delivered_hits",
     "hit_units",
     "hit_value",
+    "later_statements",
     "neighbours",
+    "offered",
     "strong_hits",
 ]

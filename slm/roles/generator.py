@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 from tiermem.context import DeliveredContext
 from tiermem.errors import SLMError
-from tiermem.generator import ExtractiveGenerator, Generator
+from tiermem.generator import NOTHING_IN_MEMORY, ExtractiveGenerator, Generator
 from tiermem.registry import Registry
 from tiermem.slm.prompts import generator as prompt
 from tiermem.slm.roles.common import Role, RoleRuntime
@@ -27,7 +27,7 @@ class SLMGenerator(Role):
 
     def generate(self, query: str, stm: Sequence[Turn], context: DeliveredContext) -> str:
         if not context.text:  # nothing to ground an answer on: no call, no invention
-            return ExtractiveGenerator().generate(query, stm, context)
+            return NOTHING_IN_MEMORY
         today = stm[-1].timestamp.date().isoformat() if stm else "unknown"
         inp = prompt.GeneratorInput(
             question=query,

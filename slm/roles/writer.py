@@ -9,8 +9,9 @@ entries are lossy, and the verbatim turns are the floor on what retrieval can fi
 Two guards on what the model wrote, each counted in the meter's writer events:
 
 - ``speaker_fixed``: who said it comes from the cited turns, never from the model's text. A
-  speaker label the model wrote ("Maya: ...") is replaced by the cited turns' speakers, and an
-  entry citing only assistant turns is labelled as the assistant's.
+  speaker label the model wrote ("Maya: ...") is replaced by the cited turns' speakers. An
+  entry citing only assistant turns is re-cited to the user's turn it is about
+  (``cited_speaker``), else labelled as the assistant's.
 - ``restated_dropped``: an entry that restates its own source turn is dropped (``restates``):
   the verbatim turn already says it. A small writer cites the wrong turn and copies the
   earlier turns and stored turn entries it is shown, so a copy of any of those is dropped
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 
 from tiermem.errors import SLMError, SLMOutputInvalid
+from tiermem.lexical import content_stems
 from tiermem.render import human_date, render_memory
 from tiermem.roles.extract import CandidateEntry, Extraction, verbatim_candidates
 from tiermem.slm.prompts import writer as prompt
@@ -78,6 +80,37 @@ def restates(text: str, turns: Sequence[str]) -> bool:
         if len(set(mine) & set(theirs)) >= RESTATED_JACCARD * len(union):
             return True
     return False
+
+
+def cited_speaker(said: str, sources: Sequence[Turn], chunk: Sequence[Turn]) -> list[Turn]:
+    """The turns an entry comes from. A small writer often cites the assistant's echo of what
+    the user said ("Nice choice." after "I bought new running shoes"): an entry citing only
+    assistant turns that names a user of this chunk, or shares more content words with one
+    of their turns than with what it cites, comes from that user's turn. A fact about Maya
+    that Maya stated is hers, never the assistant's.
+
+    >>> from tiermem.types import Role as R
+    >>> t = datetime(2026, 9, 30, tzinfo=UTC)
+    >>> maya = Turn("t1", "u", "s", R.USER, "Maya", "I bought new running shoes, in blue.", t)
+    >>> bot = Turn("t2", "u", "s", R.ASSISTANT, "Assistant", "Nice choice.", t)
+    >>> [x.turn_id for x in cited_speaker("Maya bought blue running shoes.", [bot], [maya, bot])]
+    ['t1']
+    """
+    if not sources or not all(t.role is Speaker.ASSISTANT for t in sources):
+        return list(sources)
+    users = [t for t in chunk if t.role is not Speaker.ASSISTANT]
+    if not users:
+        return list(sources)
+    words = content_stems(said)
+
+    def overlap(turn: Turn) -> int:
+        return len(words & content_stems(turn.content))
+
+    named = [t for t in users if re.search(rf"\b{re.escape(t.speaker)}\b", said, re.I)]
+    best = max(named or users, key=overlap)
+    if named or overlap(best) > max(overlap(t) for t in sources):
+        return [best]
+    return list(sources)
 
 
 def speaker_label(sources: Sequence[Turn]) -> str:
@@ -201,14 +234,18 @@ class SLMWriter(Role):
         seen = _Shown(chunk, context, shown, frozenset(t.speaker for t in [*chunk, *context]))
         written = _Written()
         for e in entries:
-            sources = [chunk[n - 1] for n in sorted(set(e.turns))]
+            cited = [chunk[n - 1] for n in sorted(set(e.turns))]
             written_label, said = prompt.split_label(e.text, seen.speakers)
+            sources = cited_speaker(said, cited, chunk)
             copied = seen.copy_of(said, sources)
             if copied is not None:
                 self._rt.meter.record_event(prompt.SPEC.name, "restated_dropped")
                 written.restated.update(t.turn_id for t in copied)
             else:
-                written.entries.append(self._candidate(e, sources, shown, written_label, said))
+                recited = sources != cited
+                written.entries.append(
+                    self._candidate(e, sources, shown, written_label, said, recited=recited)
+                )
         return written
 
     def _candidate(
@@ -218,12 +255,14 @@ class SLMWriter(Role):
         shown: Sequence[MemoryEntry],
         written_label: str | None,
         said: str,
+        *,
+        recited: bool = False,
     ) -> CandidateEntry:
         """The entry, its speaker taken from ``sources`` (counted when that changes what the
-        model wrote)."""
+        model wrote or cited: ``recited``)."""
         only_assistant = all(t.role is Speaker.ASSISTANT for t in sources)
         label = speaker_label(sources) if written_label is not None or only_assistant else None
-        if (written_label or "").casefold() != (label or "").casefold():
+        if recited or (written_label or "").casefold() != (label or "").casefold():
             self._rt.meter.record_event(prompt.SPEC.name, "speaker_fixed")
         text = f"{label}: {said}" if label else said
         key = hashlib.blake2b(

@@ -207,7 +207,7 @@ def test_answer_reads_the_built_context(make_memory: MemoryFactory) -> None:
     _ingest(memory)
     answer = memory.answer("Maya birthday dinner", "ana")
     context = memory.context("Maya birthday dinner", "ana", k=memory.config.generator.max_memories)
-    assert answer.text == "From memory (oldest first):\n" + context.text
+    assert answer.text == "From memory (oldest first; the latest statement holds):\n" + context.text
     assert answer.context_tokens == context.tokens
     assert set(answer.source_turns) == set(context.turn_ids)
 

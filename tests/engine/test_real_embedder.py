@@ -81,14 +81,18 @@ def test_embedded_default_answers_with_source_turns(tmp_path: Path) -> None:
     assert (tmp_path / "journal.sqlite3").is_file()
 
 
-def test_demo_runs_on_the_embedded_default() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "tiermem.cli", "demo", "--no-slm"],
+def _demo(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tiermem.cli", "demo", *args],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=timeout,
         check=True,
     )
+
+
+def test_demo_runs_on_the_embedded_default() -> None:
+    done = _demo("--no-slm")
     assert done.stdout.count("asks:") == 8
     # the dense + BM25 baseline finds the cat's name
     cat = done.stdout.split("What is my cat called?")[1]
@@ -97,16 +101,43 @@ def test_demo_runs_on_the_embedded_default() -> None:
     assert "model calls: 0" in done.stdout
 
 
+def _answers(stdout: str) -> dict[str, str]:
+    """Each demo question's answer text (up to its context line), by "user: question"."""
+    out = {}
+    for block in stdout.split("\n─")[1:]:
+        head, _, rest = block.partition("\n")
+        if " asks: " not in head:
+            continue
+        who, question = head.strip("─ ").split(" asks: ")
+        out[f"{who}: {question.strip('─ ')}"] = rest.split("\ncontext: ")[0]
+    return out
+
+
+def _says_new_after_old(answer: str, new: str, old: str) -> bool:
+    """The new value is there, and the old one (if quoted) reads before it."""
+    return new in answer and (old not in answer or answer.index(old) < answer.rindex(new))
+
+
+def test_demo_without_models_answers_the_changed_facts_with_their_new_values() -> None:
+    """Maya moved her flight, switched her runs and changed her diet; Leo never mentioned
+    Lisbon. The model-free answer quotes the dated memories oldest first: the new value is
+    there and reads after the old; Leo's question gets that memory holds nothing."""
+    answers = _answers(_demo("--no-slm").stdout)
+    flight = answers["maya: When is my flight to Lisbon?"]
+    assert _says_new_after_old(flight, "to 9 October", "on 10 October")
+    running = answers["maya: When do I go running?"]
+    assert _says_new_after_old(running, "switched my runs to the evenings", "in the mornings")
+    diet = answers["maya: What do I eat these days?"]
+    assert _says_new_after_old(diet, "started eating fish", "vegetarian")
+    assert answers["leo: Where am I staying in Lisbon?"].strip() == (
+        "Memory holds nothing about that."
+    )
+
+
 def test_demo_runs_the_slm_roles() -> None:
     """The demo's default path, on the smoke-test model CI provisions (the default model,
     qwen0.5b, is provisioned by `make demo`)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "tiermem.cli", "demo", "--model", "smollm2"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=True,
-    )
+    done = _demo("--model", "smollm2", timeout=900)
     assert done.stdout.count("asks:") == 8
     calls = int(done.stdout.rsplit("model calls: ", 1)[1].split()[0])
     assert calls >= 8  # the writer at ingestion, then controller and selector per question

@@ -70,7 +70,7 @@ def test_the_roles_run_on_the_ollama_protocol_and_are_metered(
     try:
         with RemoteMemory(server.url, key) as memory:
             added = memory.add("My flight TP1351 to Lisbon is on 9 October.", user_id="maya")
-            answer = memory.answer("When do I fly?", "maya")
+            answer = memory.answer("When is my flight?", "maya")
         admin = {"Authorization": f"Bearer {keys.admin}"}
         metrics = httpx.get(f"{server.url}/metrics", headers=admin, timeout=10).text
     finally:

@@ -235,12 +235,12 @@ def test_answer_uses_the_model_generator_and_falls_back_to_extractive(
     reader: Memory, script: Script, slm_backend: ScriptedBackend
 ) -> None:
     script.queue("generator", {"answer": "You fly on 9 October."})
-    result = reader.answer("When do I fly?", "maya")
+    result = reader.answer("When is my flight?", "maya")
     assert result.text == "You fly on 9 October."
     gen_request = slm_backend.calls_for("generator")[-1]
     assert "TP1351" in user_prompt(gen_request)
     script.queue("generator", SLMTimeout("generator", "slow"))
-    fallback = reader.answer("When do I fly?", "maya")
+    fallback = reader.answer("When is my flight?", "maya")
     assert fallback.text.startswith("From memory")
     assert reader.components.meter.snapshot()["generator"]["fallbacks"] == 1
 
@@ -270,5 +270,5 @@ def test_no_memories_means_no_generator_call(
 ) -> None:
     memory = make_slm_memory(writer={"enabled": False})
     result = memory.answer("What is my cat called?", "nobody")
-    assert result.text == "I have no memory of that."
+    assert result.text == "Memory holds nothing about that."
     assert "generator" not in memory.components.meter.snapshot()
