@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
-from tiermem.config import ONLINE_ROLES
+from tiermem.config import ONLINE_ROLES, TiermemConfig
 from tiermem.errors import InvalidInputError, TiermemError
 from tiermem.service.commands import add_service_parsers, run_service_command
 from tiermem.training.cli import add_train_parser, run_train
@@ -256,7 +256,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.suite == "locomo":
                 from tiermem.bench.locomo import RunConfig
                 from tiermem.bench.suite import dataset_configs, run_all
-                from tiermem.config import TiermemConfig
                 from tiermem.settings import load_config
 
                 base = RunConfig(

@@ -7,6 +7,7 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 from tiermem import Memory
 from tiermem.bench.update_scenarios import update_scenarios
@@ -147,3 +148,14 @@ def test_the_model_free_path_delivers_the_newest_statement_more_than_without_it(
         runs[later] = run_updates(cfg, Console(width=140))["curve"]["tiermem"]["300"]
     assert runs[0.6]["stale_only"] < runs[0.0]["stale_only"]
     assert runs[0.6]["latest"] > runs[0.0]["latest"]
+
+
+def test_the_command_runs_the_benchmark(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tiermem.cli import main
+
+    args = ["bench", "updates", "--out", str(tmp_path), "--users", "1", "--budget", "300"]
+    assert main([*args, "--embedder", "hash"]) == 0
+    out = capsys.readouterr().out
+    assert "update scenarios: 1 users, seed 7" in out
+    assert "stale-only" in out
+    assert json.loads((tmp_path / "updates.json").read_text())["curve"]["bm25"]["300"]
