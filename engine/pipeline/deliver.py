@@ -99,7 +99,8 @@ def later_statements(
 ) -> dict[str, list[ScoredEntry]]:
     """For each of the first ``expansion.later_hits`` MTM hits, the user's entries from after
     it closest to it (to the hit, not to the query) at cosine ``later_similarity`` or more,
-    best first: the statements that may have changed it (a moved flight, a new diet).
+    best first, that retrieval did not return itself (those keep their own rank): the
+    statements that may have changed it (a moved flight, a new diet).
     ``offered`` picks what is delivered of them. One embedding call for the hits, their
     searches at once; by hit id."""
     chosen = [h for h in hits if h.tier is Tier.MTM][: expansion.later_hits]
@@ -118,15 +119,15 @@ def later_statements(
         )
         for i, h in enumerate(chosen)
     ]
+    retrieved = {t for h in hits for t in h.source_turn_ids}  # these have a rank of their own
     out: dict[str, list[ScoredEntry]] = {}
     for hit, found in zip(chosen, concurrently(searches), strict=True):
-        own = set(hit.source_turn_ids)
         out[hit.id] = [
             s
             for s in found
             if s.score >= expansion.later_similarity
             and s.entry.effective_time > hit.entry.effective_time
-            and not own.intersection(s.entry.source_turn_ids)
+            and not retrieved.intersection(s.entry.source_turn_ids)
         ]
     return out
 
