@@ -30,6 +30,7 @@ from tiermem.pipeline.forget import run_forget
 from tiermem.pipeline.read import record_access, run_search
 from tiermem.pipeline.recovery import finish_unfinished, recover
 from tiermem.pipeline.write import run_add, run_delete, run_update
+from tiermem.policy import Expansion
 from tiermem.slm.meter import Meter
 from tiermem.types import (
     LTM_ID_PREFIX,
@@ -263,7 +264,8 @@ class Memory:
         with their provenance; only they count as accessed."""
         self._check_open()
         uid = validate_user_id(user_id)
-        ctx = self._deliver(query, uid, budget_tokens, session_id, filters, k, expand)
+        expansion = self._c.policy.delivery.expansion_for(expand)
+        ctx = self._deliver(query, uid, budget_tokens, session_id, filters, k, expansion)
         return replace(ctx, hits=tuple(record_access(self._c, uid, ctx.hits)))
 
     def _deliver(
@@ -274,7 +276,7 @@ class Memory:
         session_id: str | None,
         filters: SearchFilters | None,
         k: int | None,
-        expand: bool = True,
+        expansion: Expansion,
     ) -> DeliveredContext:
         """``context()`` without counting access: the caller counts what it hands out."""
         budget = validate_k(budget_tokens, "budget_tokens")
@@ -284,7 +286,7 @@ class Memory:
         stm = self._c.stm.window(uid, sid)
         text, checked = validate_text(query), validate_filters(filters)
         hits = run_search(self._c, uid, text, limit, checked, stm)
-        return build_context(self._c, uid, hits, budget, delivery.expansion_for(expand))
+        return build_context(self._c, uid, hits, budget, expansion)
 
     def answer(
         self,
@@ -302,8 +304,9 @@ class Memory:
         uid = validate_user_id(user_id)
         sid = validate_session_id(session_id)
         k = self.config.generator.max_memories
-        budget = self._c.policy.delivery.answer_budget_tokens
-        ctx = self._deliver(query, uid, budget, sid, filters, k)
+        delivery = self._c.policy.delivery
+        budget = delivery.answer_budget_tokens
+        ctx = self._deliver(query, uid, budget, sid, filters, k, delivery.answer_expansion())
         floor = self.config.generator.support_min_similarity
         if not supports(query, ctx, floor):  # the nearest bear on nothing: none used or counted
             ctx = pack([], {}, budget, self._c.tokens)

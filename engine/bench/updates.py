@@ -12,8 +12,11 @@ system builds every user's memory and delivers a context per question and budget
 - ``refused`` / ``refused-wrongly``: of ``answer()`` on questions about what was never said
   (``absent``), the share answered ``NOTHING_IN_MEMORY``; and of the answerable ones.
 
-Where the writer runs (``--model``), its supersede decisions are scored against the labelled
-changes: precision (a supersede that hides a fact still true is the costly error) and recall.
+Paths: ``tiermem`` as configured (``context()`` offers no later statements by default),
+``tiermem+later`` with the later statements ``answer()`` offers, in ``context()`` too. Where
+the writer runs (``--model``, ``tiermem+writer``), its supersede decisions are scored against
+the labelled changes: precision (a supersede that hides a fact still true is the costly
+error) and recall.
 naive-rag and bm25 are measured in the same run on the same contexts' budget.
 """
 
@@ -37,7 +40,9 @@ from tiermem.generator import NOTHING_IN_MEMORY
 from tiermem.memory import Memory
 from tiermem.types import SearchFilters
 
-TIERMEM, WRITER = "tiermem", "tiermem+writer"
+# tiermem as configured; with the later statements that answer() offers, in context() too; and
+# with the writer on --model
+TIERMEM, LATER, WRITER = "tiermem", "tiermem+later", "tiermem+writer"
 
 
 @dataclass(frozen=True)
@@ -143,10 +148,15 @@ def _absent_questions(conv: Conversation) -> list[str]:
     return [f.current for f in FAMILIES if not any(v in said for v in f.values)][:2]
 
 
-def _tiermem_config(cfg: UpdatesConfig, writer: bool) -> TiermemConfig:
-    """The model-free path, or the writer on ``cfg.model`` (the other roles model-free)."""
+def _tiermem_config(cfg: UpdatesConfig, path: str) -> TiermemConfig:
+    """The model-free path, the same with ``answer()``'s later statements in ``context()``,
+    or the writer on ``cfg.model`` (the other roles model-free)."""
     base = cfg.tiermem.model_copy(update={"embedder": cfg.embedder})
-    if not writer or cfg.model is None:
+    if path == LATER:
+        delivery = base.delivery
+        later = delivery.model_copy(update={"later": delivery.answer_later})
+        return base.model_copy(update={"delivery": later})
+    if path != WRITER or cfg.model is None:
         return base
     off = RoleConfig(enabled=False)
     slm = SLMConfig(
@@ -159,7 +169,7 @@ def run_updates(cfg: UpdatesConfig, console: Console) -> dict[str, Any]:
     """Every path on every scenario; the figures, also written to ``OUT/updates.json``."""
     convs, labels = update_scenarios(cfg.seed, cfg.users)
     embedder = build_embedder(cfg.embedder)
-    paths = [TIERMEM, *([WRITER] if cfg.model else []), "naive-rag", "bm25"]
+    paths = [TIERMEM, LATER, *([WRITER] if cfg.model else []), "naive-rag", "bm25"]
     tallies = {p: {b: Tally() for b in cfg.budgets} for p in paths}
     supersedes = {p: Supersedes() for p in paths if p.startswith(TIERMEM)}
     refusals = {p: [0, 0, 0, 0] for p in supersedes}  # absent refused/asked, answerable same
@@ -205,7 +215,7 @@ def _system(path: str, cfg: UpdatesConfig, embedder: Embedder) -> System:
         return NaiveRAG(embedder, 10)
     if path == "bm25":
         return BM25(10)
-    return Tiermem(_tiermem_config(cfg, path == WRITER), cfg.out / "state" / path, 10, embedder)
+    return Tiermem(_tiermem_config(cfg, path), cfg.out / "state" / path, 10, embedder)
 
 
 def _counts(convs: Sequence[Conversation]) -> dict[str, int]:

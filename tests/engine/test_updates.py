@@ -23,6 +23,7 @@ UNRELATED = "Watched a documentary about octopuses last night, so good."
 
 
 def _memory(tmp_path: Path, **delivery: object) -> Memory:
+    delivery = {"later": 0.6, **delivery}  # context() offers none by default: answer() does
     config = merge_overrides(config_for("memory", tmp_path), {"delivery": delivery})
     memory = Memory(config)
     week = timedelta(weeks=1)
@@ -51,7 +52,8 @@ def test_a_later_statement_close_to_a_hit_is_delivered_after_it(tmp_path: Path) 
 
 
 def test_later_statements_are_a_knob_of_the_delivery(tmp_path: Path) -> None:
-    assert DeliveryConfig().later > 0  # on by default
+    assert DeliveryConfig().later == 0  # context(): off by default (it cost LoCoMo recall)
+    assert DeliveryConfig().answer_later > 0  # answer(): on
     with _memory(tmp_path, later=0.0) as memory:
         assert NEW not in _texts(memory, "Cork flat near the station")
     with _memory(tmp_path, later_similarity=0.99) as memory:  # nothing is that close
@@ -69,6 +71,15 @@ def test_a_later_statement_is_the_hits_own_speakers(tmp_path: Path) -> None:
         texts = _texts(memory, "Cork flat near the station")
         assert NEW in texts
         assert echo not in texts
+
+
+def test_answer_offers_later_statements_by_default(tmp_path: Path) -> None:
+    """answer()'s few hits miss the later statement; its own expansion brings it."""
+    with _memory(tmp_path, later=0.0, later_similarity=0.3) as memory:
+        assert NEW not in _texts(memory, "Cork flat near the station")
+        answer = memory.answer("Cork flat near the station", "ana")
+        assert NEW in answer.text
+        assert answer.text.index(OLD) < answer.text.index(NEW)
 
 
 def test_answer_says_memory_holds_nothing_when_no_memory_bears_on_the_question(
@@ -118,7 +129,7 @@ def test_bench_updates_reports_every_path_and_budget(tmp_path: Path) -> None:
         tmp_path, budgets=(300, 1200), users=3, embedder=EmbedderConfig(provider="hash")
     )
     result = run_updates(cfg, Console(width=140, record=True))
-    assert set(result["curve"]) == {"tiermem", "naive-rag", "bm25"}
+    assert set(result["curve"]) == {"tiermem", "tiermem+later", "naive-rag", "bm25"}
     for by_budget in result["curve"].values():
         assert set(by_budget) == {"300", "1200"}
         for row in by_budget.values():
