@@ -33,7 +33,7 @@ from rich.console import Console
 from rich.table import Table
 from tiermem.bench.datasets.conversation import Conversation, Question
 from tiermem.bench.systems import BM25, NaiveRAG, System, Tiermem
-from tiermem.bench.update_scenarios import Update, update_scenarios
+from tiermem.bench.update_scenarios import FAMILIES, Update, update_scenarios
 from tiermem.config import EmbedderConfig, LlamaCppConfig, RoleConfig, SLMConfig, TiermemConfig
 from tiermem.embedding import Embedder, build_embedder
 from tiermem.generator import NOTHING_IN_MEMORY
@@ -142,8 +142,6 @@ class Supersedes:
 def _absent_questions(conv: Conversation) -> list[str]:
     """Questions about facts this user never mentioned (the families their scenario left
     out), for ``answer()`` to decline."""
-    from tiermem.bench.update_scenarios import FAMILIES
-
     said = " ".join(t.text for s in conv.sessions for t in s.turns)
     return [f.current for f in FAMILIES if not any(v in said for v in f.values)][:2]
 
