@@ -96,7 +96,10 @@ def _parser() -> argparse.ArgumentParser:
         help="memoise embeddings on disk here, for naive-rag and tiermem and later runs",
     )
     loco.add_argument(
-        "--systems", default=",".join(("tiermem", "naive-rag", "bm25", "full-context"))
+        "--systems",
+        default=",".join(("tiermem", "naive-rag", "bm25", "full-context")),
+        help="comma-separated; also tiermem+observations: the gold observations written "
+        "beside the turns, a perfect writer's ceiling (LoCoMo only)",
     )
     loco.add_argument(
         "--conversations", help="0-based sample indices or sample ids, e.g. 0,1 or conv-30"
