@@ -304,6 +304,28 @@ def test_a_dissimilar_replacement_is_rejected_and_counted(
     assert events == {"supersede_rejected": 1}
 
 
+def test_an_update_that_its_turn_does_not_state_supersedes_nothing(
+    writer_memory: Memory, script: Script
+) -> None:
+    """Seen with a 0.5B writer on ``bench updates``: an "update" citing small talk, and one
+    restating the memory it would hide. Both entries are kept; neither hides anything."""
+    script.queue(
+        "writer",
+        {"entries": [entry("Maya is vegetarian.", 1, kind="preference")]},
+        {"entries": [entry("Maya eats fish now.", 1, replaces=1)]},
+        {"entries": [entry("Maya is vegetarian.", 1, replaces=1)]},
+    )
+    old = writer_memory.add(chat(("user", "I'm vegetarian.")), user_id="maya").entries[0]
+    small_talk = chat(("user", "Ha, I can imagine!"), start=T0 + timedelta(hours=1))
+    first = writer_memory.add(small_talk, user_id="maya")
+    restated = chat(("user", "Still vegetarian!"), start=T0 + timedelta(hours=2))
+    second = writer_memory.add(restated, user_id="maya")
+    assert first.superseded == second.superseded == ()
+    assert writer_memory.get(old.id, "maya").superseded_by is None
+    events = writer_memory.meter.snapshot()["writer"]["events"]
+    assert events.get("replaces_ungrounded") == 2
+
+
 def test_a_copy_marked_as_an_update_merges_and_supersedes_nothing(
     writer_memory: Memory, script: Script
 ) -> None:
@@ -328,7 +350,9 @@ def test_a_copy_marked_as_an_update_merges_and_supersedes_nothing(
 
     script.on("writer", copy_as_update)
     result = writer_memory.add(
-        chat(("user", "Storms scare Miso."), start=T0 + timedelta(hours=1)), user_id="maya"
+        # the turn states what the copy says: only the copy check can catch it
+        chat(("user", "Miso still hates thunderstorms."), start=T0 + timedelta(hours=1)),
+        user_id="maya",
     )
     assert result.superseded == ()
     assert result.entries == ()
