@@ -196,7 +196,15 @@ def _parser() -> argparse.ArgumentParser:
         help="tune-split questions to calibrate the pointwise threshold on (0: keep k)",
     )
     sel.add_argument("--weight", type=float, default=0.3, help="the model's share of the score")
-    sel.add_argument("--variants", default="fusion,listwise,pointwise,pointwise-lora")
+    sel.add_argument(
+        "--variants",
+        default="fusion,listwise,pointwise,pointwise-lora,cross-encoder",
+        help="pointwise-lora runs with --adapter, cross-encoder with --cross-encoder",
+    )
+    sel.add_argument(
+        "--cross-encoder", type=Path, metavar="DIR", help="from train selector --arch cross-encoder"
+    )
+    sel.add_argument("--embed-cache", type=Path, metavar="DIR", help="memoise embeddings here")
     served = suites.add_parser(
         "service", help="latency through tiermem serve beside the in-process Memory, one run"
     )
@@ -334,6 +342,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         calibrate_questions=max(0, args.calibrate_questions),
                         weight=args.weight,
                         variants=_names(args.variants, "--variants") or (),
+                        cross_encoder=args.cross_encoder,
+                        embed_cache=args.embed_cache,
                     ),
                     console,
                 )

@@ -154,11 +154,17 @@ def _build_roles(config: TiermemConfig, policy: Policy, meter: Meter) -> _Roles:
 
 
 def _selector(slm: SLMConfig, runtime: RoleRuntime | None, policy: Policy) -> Selector:
-    """The selector ``slm.selector_mode`` names, or first-stage order without a model."""
+    """The selector ``slm.selector_mode`` names; first-stage order when the role is off, or
+    when the selector asks a small model and none is configured."""
     from tiermem.slm.roles.pointwise import PointwiseSettings
-    from tiermem.slm.roles.selectors import build_selector
+    from tiermem.slm.roles.selectors import FUSION, build_selector
 
     settings = PointwiseSettings(
-        slm.pointwise_weight, slm.pointwise_threshold, policy.selector_min_keep
+        slm.pointwise_weight,
+        slm.pointwise_threshold,
+        policy.selector_min_keep,
+        slm.cross_encoder,
+        slm.cross_encoder_threshold,
     )
-    return build_selector(slm.selector_mode, runtime, settings)
+    kind = slm.selector_mode if slm.selector.enabled else FUSION
+    return build_selector(kind, runtime, settings)

@@ -240,9 +240,15 @@ class SLMConfig(_Section):
     # whose fused score reaches ``pointwise_threshold`` are kept, at most k; 0 keeps k). A
     # weight up to 1/(candidate_multiplier + 1) cannot let an inverted model push the
     # first-stage top out of the k kept.
-    selector_mode: Literal["listwise", "pointwise"] = "listwise"
+    # ``cross-encoder``: a fine-tuned MiniLM scores the pool in one batch on a CPU, fused the
+    # same way (``pointwise_weight``), needing no small model: ``cross_encoder`` names its
+    # directory (``tiermem train selector --arch cross-encoder``), cut at the threshold it was
+    # calibrated with unless ``cross_encoder_threshold`` sets one (0 keeps k).
+    selector_mode: Literal["listwise", "pointwise", "cross-encoder"] = "listwise"
     pointwise_weight: float = Field(default=0.3, ge=0, le=1)
     pointwise_threshold: float = Field(default=0.0, ge=0, le=1)
+    cross_encoder: Path | None = None
+    cross_encoder_threshold: float | None = Field(default=None, ge=0, le=1)
     merge_threshold: float = Field(default=0.92, gt=0, le=1)
     # A writer's "replaces" is accepted only this close to the entry it would supersede
     # (all-MiniLM-L6-v2: real updates measured 0.66-0.80, unrelated facts 0.26-0.53).
@@ -253,6 +259,15 @@ class SLMConfig(_Section):
     # evidence at k=10, verbatim turns 53.8%; the writer's facts must add, not replace.
     writer_keep_turns: bool = True
     models_dir: Path = Path("~/.cache/tiermem/models")
+
+    @model_validator(mode="after")
+    def _cross_encoder_has_its_model(self) -> SLMConfig:
+        if self.selector_mode == "cross-encoder" and self.cross_encoder is None:
+            raise ValueError(
+                "slm.selector_mode='cross-encoder' needs slm.cross_encoder, the model directory "
+                "that `tiermem train selector --arch cross-encoder` wrote"
+            )
+        return self
 
 
 class ConsolidationConfig(_Section):

@@ -13,9 +13,10 @@ from typing import Any
 
 from rich.console import Console
 from tiermem.training import TrainingInputError
-from tiermem.training.settings import LoraSettings
+from tiermem.training.settings import CrossEncoderSettings, LoraSettings
 
 DEFAULTS = LoraSettings()
+CROSS = CrossEncoderSettings()
 
 
 def add_train_parser(commands: Any) -> None:
@@ -40,21 +41,63 @@ def add_train_parser(commands: Any) -> None:
         "(default: questions with evidence, not adversarial)",
     )
     ds.add_argument("--embedder", choices=("sentence-transformers", "hash"), default=None)
-    sel = sub.add_parser("selector", help="LoRA-tune the pointwise selector, export it to GGUF")
-    sel.add_argument("--dataset", type=Path, required=True, help="from tiermem train dataset")
-    sel.add_argument("--base", default="qwen0.5b", help="alias, Hugging Face folder or GGUF")
+    ds.add_argument("--embed-cache", type=Path, metavar="DIR", help="memoise embeddings here")
+    sel = sub.add_parser(
+        "selector",
+        help="LoRA-tune the pointwise selector (GGUF export), or train the cross-encoder",
+    )
+    sel.add_argument(
+        "--arch",
+        choices=("lora", "cross-encoder"),
+        default="lora",
+        help="lora: the SLM pointwise selector; cross-encoder: MiniLM, for a CPU",
+    )
+    sel.add_argument(
+        "--dataset",
+        required=True,
+        help="from tiermem train dataset; the cross-encoder takes several, comma-separated",
+    )
+    sel.add_argument(
+        "--tune",
+        help="cross-encoder: tune-split datasets (comma-separated) to calibrate its threshold on",
+    )
+    sel.add_argument(
+        "--max-length",
+        type=int,
+        default=CROSS.max_length,
+        help="cross-encoder: tokens of question and candidate together",
+    )
+    sel.add_argument(
+        "--weight",
+        type=float,
+        default=CROSS.weight,
+        help="cross-encoder: the rank-fusion weight its threshold is calibrated for",
+    )
+    sel.add_argument(
+        "--base",
+        help="lora: alias, HF folder or GGUF (qwen0.5b); cross-encoder: "
+        "a sentence-transformers folder (the installed MiniLM)",
+    )
     sel.add_argument("--out", type=Path, help="default: ~/.cache/tiermem/adapters/selector-...")
     sel.add_argument("--rank", type=int, default=DEFAULTS.rank)
     sel.add_argument("--alpha", type=float, default=DEFAULTS.alpha)
     sel.add_argument("--dropout", type=float, default=DEFAULTS.dropout)
     sel.add_argument("--target-modules", default=",".join(DEFAULTS.target_modules))
-    sel.add_argument("--lr", type=float, default=DEFAULTS.learning_rate, help="learning rate")
-    sel.add_argument("--epochs", type=int, default=DEFAULTS.epochs)
     sel.add_argument(
-        "--batch-size", type=int, default=DEFAULTS.batch_size, help="questions per step"
+        "--lr",
+        type=float,
+        help=f"learning rate (lora {DEFAULTS.learning_rate}, cross-encoder {CROSS.learning_rate})",
+    )
+    sel.add_argument("--epochs", type=int)
+    sel.add_argument(
+        "--batch-size",
+        type=int,
+        help=f"lora: questions per step ({DEFAULTS.batch_size}); cross-encoder: pairs "
+        f"({CROSS.batch_size})",
     )
     sel.add_argument(
-        "--max-examples", default=str(DEFAULTS.max_examples), help="a seeded sample, or 'all'"
+        "--max-examples",
+        help=f"a seeded sample, or 'all' (lora {DEFAULTS.max_examples}, cross-encoder all)",
     )
     sel.add_argument("--seed", type=int, default=DEFAULTS.seed)
     sel.add_argument("--device", default=DEFAULTS.device, help="auto (cuda if any), cpu, cuda")
@@ -92,9 +135,32 @@ def _categories(text: str | None) -> tuple[str, ...] | None:
     return tuple(CATEGORIES[int(x)] if x.isdigit() else x for x in names)
 
 
+def _progress(console: Console) -> Any:
+    """A training run's bar: loss, steps done of all, time spent and left."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    return Progress(*columns, console=console)
+
+
 def run_train(args: argparse.Namespace, console: Console) -> int:
     if args.train_command == "dataset":
         _dataset(args, console)
+    elif args.train_command == "selector" and args.arch == "cross-encoder":
+        _cross_encoder(args, console)
     elif args.train_command == "selector":
         _selector(args, console)
     else:
@@ -121,6 +187,7 @@ def _dataset(args: argparse.Namespace, console: Console) -> None:
         embedder=embedder,
         questions=args.max_questions,
         categories=_categories(args.categories),
+        embed_cache=args.embed_cache,
     )
     stats = write_dataset(config, args.out, lambda s: console.print(f"ingesting {s}"))
     console.print(
@@ -132,42 +199,31 @@ def _dataset(args: argparse.Namespace, console: Console) -> None:
 
 
 def _selector(args: argparse.Namespace, console: Console) -> None:
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
     from tiermem.training.lora import TrainConfig, default_out, train_selector
 
+    if "," in args.dataset or args.tune:
+        raise TrainingInputError("--arch lora trains on one dataset and takes no --tune")
     settings = LoraSettings(
         rank=args.rank,
         alpha=args.alpha,
         dropout=args.dropout,
         target_modules=tuple(m.strip() for m in args.target_modules.split(",") if m.strip()),
-        learning_rate=args.lr,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        max_examples=_count(args.max_examples, "--max-examples", None),
+        learning_rate=args.lr or DEFAULTS.learning_rate,
+        epochs=args.epochs or DEFAULTS.epochs,
+        batch_size=args.batch_size or DEFAULTS.batch_size,
+        max_examples=_count(args.max_examples, "--max-examples", DEFAULTS.max_examples),
         seed=args.seed,
         device=args.device,
         precision=args.precision,
         checkpoint_every=args.checkpoint_every,
     )
     settings.check()
-    if not args.dataset.is_file():
-        raise TrainingInputError(f"dataset {args.dataset} does not exist")
-    out = args.out or default_out(args.base)
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=console) as progress:
+    dataset = Path(args.dataset)
+    if not dataset.is_file():
+        raise TrainingInputError(f"dataset {dataset} does not exist")
+    base = args.base or "qwen0.5b"
+    out = args.out or default_out(base)
+    with _progress(console) as progress:
         task = progress.add_task("training", total=None)
 
         recent: list[float] = []
@@ -182,7 +238,7 @@ def _selector(args: argparse.Namespace, console: Console) -> None:
                 console.print(f"step {done}/{total} mean loss {mean:.3f} {seconds:.0f} s")
                 recent.clear()
 
-        config = TrainConfig(args.dataset, args.base, out, settings, args.resume)
+        config = TrainConfig(dataset, base, out, settings, args.resume)
         result = train_selector(config, step)
     losses = result.losses
     console.print(
@@ -193,6 +249,62 @@ def _selector(args: argparse.Namespace, console: Console) -> None:
     )
     if not args.no_export:
         _export(result, args.ollama_from, console)
+
+
+def _paths(text: str | None, option: str) -> tuple[Path, ...]:
+    """Comma-separated files, each checked to exist."""
+    paths = tuple(Path(p.strip()) for p in (text or "").split(",") if p.strip())
+    missing = [p for p in paths if not p.is_file()]
+    if missing:
+        raise TrainingInputError(f"{option}: {missing[0]} does not exist")
+    return paths
+
+
+def _cross_encoder(args: argparse.Namespace, console: Console) -> None:
+    from tiermem.training.cross_encoder import (
+        DEFAULT_OUT,
+        CrossEncoderTrainConfig,
+        train_cross_encoder,
+    )
+
+    settings = CrossEncoderSettings(
+        learning_rate=args.lr or CROSS.learning_rate,
+        epochs=args.epochs or CROSS.epochs,
+        batch_size=args.batch_size or CROSS.batch_size,
+        max_length=args.max_length,
+        max_examples=_count(args.max_examples, "--max-examples", CROSS.max_examples),
+        seed=args.seed,
+        weight=args.weight,
+        device=args.device,
+    )
+    settings.check()
+    config = CrossEncoderTrainConfig(
+        datasets=_paths(args.dataset, "--dataset"),
+        out=args.out or DEFAULT_OUT,
+        tune=_paths(args.tune, "--tune"),
+        base=Path(args.base) if args.base else None,
+        settings=settings,
+    )
+    with _progress(console) as progress:
+        task = progress.add_task("training", total=None)
+
+        def step(done: int, total: int, loss: float) -> None:
+            progress.update(task, completed=done, total=total, description=f"loss {loss:.3f}")
+            if not console.is_terminal and done % 100 == 0:
+                console.print(f"step {done}/{total} loss {loss:.3f}")
+
+        result = train_cross_encoder(config, step)
+    calibrated = (
+        f"threshold {result.threshold:.3f} (tune F1 {result.calibration.f_score:.3f})"
+        if result.calibration
+        else "no tune set: threshold 0 keeps k"
+    )
+    console.print(
+        f"{result.steps} steps on {result.examples} pairs ({result.positives} relevant) in "
+        f"{result.seconds:.0f} s ({result.device}); loss {result.losses[0]:.3f} -> "
+        f"{result.losses[-1]:.3f}; {calibrated}\nmodel: {result.out}",
+        highlight=False,
+    )
 
 
 def _export(result: Any, ollama_from: str | None, console: Console) -> None:

@@ -35,14 +35,17 @@ from pathlib import Path
 
 from tiermem.bench.datasets import load_dataset
 from tiermem.bench.datasets.conversation import Conversation, Question
+from tiermem.bench.embed_cache import CachedEmbedder
 from tiermem.bench.systems import Tiermem
 from tiermem.components import Components
 from tiermem.config import EmbedderConfig, TiermemConfig
+from tiermem.embedding import Embedder, build_embedder
 from tiermem.pipeline.read import run_search
 from tiermem.render import render_memory
 from tiermem.roles.plan import Candidate, Selection, TopKSelector
 from tiermem.slm.base import ChatMessage
 from tiermem.slm.prompts import relevance
+from tiermem.slm.roles import cross_encoder
 from tiermem.training import TrainingInputError
 from tiermem.types import SearchFilters
 
@@ -71,6 +74,7 @@ class DatasetConfig:
     embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
     questions: int | None = None
     categories: tuple[str, ...] | None = None
+    embed_cache: Path | None = None  # memoised vectors (``bench locomo --embed-cache``)
 
     def asks(self, question: Question) -> bool:
         """Whether ``question`` is one of those kept."""
@@ -98,11 +102,14 @@ class ExampleMeta:
 
 @dataclass(frozen=True, slots=True)
 class Example:
-    """One (question, candidate) prompt and the answer it teaches."""
+    """One (question, candidate) prompt and the answer it teaches. ``pair`` is what a
+    cross-encoder reads of the same example: the question and the rendered candidate
+    (``None`` in a file written before it was recorded)."""
 
     messages: tuple[ChatMessage, ...]
     target: str
     meta: ExampleMeta
+    pair: tuple[str, str] | None = None
 
     def to_json(self) -> str:
         return json.dumps(
@@ -110,6 +117,7 @@ class Example:
                 "messages": [{"role": m.role, "content": m.content} for m in self.messages],
                 "target": self.target,
                 "meta": asdict(self.meta),
+                "pair": list(self.pair) if self.pair else None,
             },
             ensure_ascii=False,
         )
@@ -120,10 +128,12 @@ class Example:
         meta = dict(raw["meta"])
         meta["source_turns"] = tuple(meta["source_turns"])
         meta["evidence"] = tuple(meta["evidence"])
+        pair = raw.get("pair")
         return cls(
             tuple(ChatMessage(m["role"], m["content"]) for m in raw["messages"]),
             str(raw["target"]),
             ExampleMeta(**meta),
+            (str(pair[0]), str(pair[1])) if pair else None,
         )
 
 
@@ -233,15 +243,21 @@ def question_examples(
             question_type=question.question_type,
         )
         messages = render_example(question.question, cand)
-        out.append(Example(messages, relevance.target(labels[rank]), meta))
+        pair = cross_encoder.pair(question.question, cand)
+        out.append(Example(messages, relevance.target(labels[rank]), meta, pair))
     return out
 
 
 def conversation_examples(
-    position: int, sample: Conversation, config: DatasetConfig, state_dir: Path
+    position: int,
+    sample: Conversation,
+    config: DatasetConfig,
+    state_dir: Path,
+    embedder: Embedder | None = None,
 ) -> Iterator[list[Example]]:
-    """Per question, its examples (an empty list when the pool is empty)."""
-    system = Tiermem(TiermemConfig(embedder=config.embedder), state_dir, config.k)
+    """Per question, its examples (an empty list when the pool is empty). ``embedder``: the
+    build's cached one; ``None``, the config's own."""
+    system = Tiermem(TiermemConfig(embedder=config.embedder), state_dir, config.k, embedder)
     try:
         system.build(sample)
         memory = system.memory
@@ -264,11 +280,17 @@ def build_examples(
     conversation is ingested afresh in a temporary folder, so two builds are the same."""
     check_split(config.split)
     samples, _quirks = load_dataset(config.data)
-    for position, sample in split_samples(samples, config.split):
-        if on_conversation is not None:
-            on_conversation(sample.sample_id)
-        with tempfile.TemporaryDirectory(prefix="tiermem-dataset-") as state:
-            yield from conversation_examples(position, sample, config, Path(state))
+    cache = config.embed_cache
+    embedder = CachedEmbedder(build_embedder(config.embedder), cache) if cache else None
+    try:
+        for position, sample in split_samples(samples, config.split):
+            if on_conversation is not None:
+                on_conversation(sample.sample_id)
+            with tempfile.TemporaryDirectory(prefix="tiermem-dataset-") as state:
+                yield from conversation_examples(position, sample, config, Path(state), embedder)
+    finally:
+        if embedder is not None:
+            embedder.close()
 
 
 def write_dataset(

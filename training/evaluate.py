@@ -8,7 +8,10 @@ locomo`` ingests it. The variants:
 - ``fusion``: rank fusion alone, the first ``k`` candidates (no model);
 - ``listwise``: the base model names the supporting candidates in one call;
 - ``pointwise``: the base model's P(yes) per candidate, fused with the first-stage rank;
-- ``pointwise-lora``: the same with the LoRA adapter (``--adapter``, a GGUF LoRA).
+- ``pointwise-lora``: the same with the LoRA adapter (``--adapter``, a GGUF LoRA);
+- ``cross-encoder``: the fine-tuned MiniLM cross-encoder (``--cross-encoder DIR``) scores the
+  pool in one batch, fused with the first-stage rank the same way, cut at the threshold it was
+  calibrated with in training (rows ``cross-encoder@k``: the same scores cut at ``k``).
 
 Per question and variant: precision, recall and F1 of the kept candidates against the gold
 labels of the pool (a candidate is relevant when one of its source turns is gold evidence);
@@ -36,23 +39,30 @@ from rich.console import Console
 from rich.table import Table
 from tiermem.bench.datasets import load_dataset
 from tiermem.bench.datasets.conversation import Conversation, Question
+from tiermem.bench.embed_cache import CachedEmbedder
 from tiermem.bench.metrics import evidence_recall
 from tiermem.bench.systems import Tiermem
 from tiermem.components import Components
 from tiermem.config import EmbedderConfig, TiermemConfig, backend_config
+from tiermem.embedding import build_embedder
 from tiermem.pipeline.deliver import build_context
 from tiermem.ranking import calibrate_threshold
 from tiermem.roles.plan import Candidate, Selection, Selector
 from tiermem.slm.meter import Meter
 from tiermem.slm.registry import BackendPool
 from tiermem.slm.roles.common import RoleRuntime
-from tiermem.slm.roles.pointwise import PointwiseSelector, PointwiseSettings
-from tiermem.slm.roles.selectors import FUSION, build_selector, check_selector_backend
+from tiermem.slm.roles.pointwise import FusedSelector, PointwiseSelector, PointwiseSettings
+from tiermem.slm.roles.selectors import (
+    CROSS_ENCODER,
+    FUSION,
+    build_selector,
+    check_selector_backend,
+)
 from tiermem.training import TrainingInputError
 from tiermem.training.dataset import SPLITS, candidate_pool, is_relevant, split_samples
 from tiermem.types import ScoreExplanation, SearchHit
 
-VARIANTS = ("fusion", "listwise", "pointwise", "pointwise-lora")
+VARIANTS = ("fusion", "listwise", "pointwise", "pointwise-lora", CROSS_ENCODER)
 SELECT_TIMEOUT_S = 600.0  # per question: a slow CPU must not turn into fallbacks
 
 
@@ -72,6 +82,8 @@ class SelectorEvalConfig:
     variants: tuple[str, ...] = VARIANTS
     embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
     models_dir: Path = Path("~/.cache/tiermem/models")
+    cross_encoder: Path | None = None  # a trained model directory; without it no cross-encoder
+    embed_cache: Path | None = None  # memoised vectors for the conversations' memories
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,11 +113,14 @@ def _variants(cfg: SelectorEvalConfig) -> tuple[str, ...]:
     unknown = [v for v in cfg.variants if v not in VARIANTS]
     if unknown:
         raise TrainingInputError(f"unknown variant {unknown[0]!r}; known: {', '.join(VARIANTS)}")
-    if "pointwise-lora" in cfg.variants and cfg.adapter is None:
-        return tuple(v for v in cfg.variants if v != "pointwise-lora")
-    if cfg.adapter is not None and not cfg.adapter.is_file():
+    names = cfg.variants
+    if cfg.adapter is None:
+        names = tuple(v for v in names if v != "pointwise-lora")
+    elif not cfg.adapter.is_file():
         raise TrainingInputError(f"--adapter {cfg.adapter} is not a file")
-    return cfg.variants
+    if cfg.cross_encoder is None:
+        names = tuple(v for v in names if v != CROSS_ENCODER)
+    return names
 
 
 class _Variants:
@@ -130,10 +145,13 @@ class _Variants:
     def _selector(self, name: str, threshold: float) -> Selector:
         kind = name.removesuffix("-lora")  # pointwise-lora: the pointwise selector, adapted
         runtime = None
-        if kind != FUSION:
+        if kind not in (FUSION, CROSS_ENCODER):  # those need no small model
             check_selector_backend(kind, self._cfg.backend_kind)
             runtime = self._runtime(name)
-        return build_selector(kind, runtime, PointwiseSettings(self._cfg.weight, threshold))
+        settings = PointwiseSettings(
+            self._cfg.weight, threshold, cross_encoder=self._cfg.cross_encoder
+        )
+        return build_selector(kind, runtime, settings)
 
     def calibrate(self, name: str, pools: Sequence[tuple[str, list[Candidate], set[str]]]) -> float:
         """The pointwise variant's threshold from tune-split pools, then used for selection."""
@@ -157,13 +175,20 @@ class _Variants:
 def _memory(sample: Conversation, cfg: SelectorEvalConfig) -> Iterator[Components]:
     """The conversation in a fresh model-free memory, as the benchmark ingests it."""
     with tempfile.TemporaryDirectory(prefix="tiermem-selector-eval-") as state:
-        system = Tiermem(TiermemConfig(embedder=cfg.embedder), Path(state), cfg.k)
+        cache = (
+            CachedEmbedder(build_embedder(cfg.embedder), cfg.embed_cache)
+            if cfg.embed_cache
+            else None
+        )
+        system = Tiermem(TiermemConfig(embedder=cfg.embedder), Path(state), cfg.k, cache)
         try:
             system.build(sample)
             assert system.memory is not None
             yield system.memory.components
         finally:
             system.close()
+            if cache is not None:
+                cache.close()
 
 
 def _questions(sample: Conversation, limit: int | None) -> list[tuple[int, Question]]:
@@ -192,8 +217,8 @@ def _selections(
     """The variant's selection, and for a pointwise variant with a calibrated threshold also
     its equal-K cut (``name@k``) of the same scores."""
     selector = variants.selectors[name]
-    if isinstance(selector, PointwiseSelector) and selector.settings.threshold > 0:
-        cuts = selector.select_cuts([question], pool, k, (selector.settings.threshold, 0.0))
+    if isinstance(selector, FusedSelector) and selector.threshold > 0:
+        cuts = selector.select_cuts([question], pool, k, (selector.threshold, 0.0))
         return [(name, cuts[0]), (name + FIXED_K, cuts[1])]
     return [(name, selector.select([question], pool, k))]
 
@@ -279,6 +304,7 @@ def summarise(rows: Sequence[Row], budgets: Sequence[int]) -> dict[str, dict[str
             "prompt_tokens": statistics.fmean(r.prompt_tokens for r in mine),
             "evaluated_tokens": statistics.fmean(r.evaluated_tokens for r in mine),
             "latency_p50_s": statistics.median(r.latency_s for r in mine),
+            "latency_p95_s": _p95([r.latency_s for r in mine]),
             "fallbacks": float(sum(r.source == "fallback" for r in mine)),
         }
         for b in budgets:
@@ -288,11 +314,21 @@ def summarise(rows: Sequence[Row], budgets: Sequence[int]) -> dict[str, dict[str
     return out
 
 
+def _p95(values: Sequence[float]) -> float:
+    """The 95th percentile (nearest rank).
+
+    >>> _p95([float(i) for i in range(1, 21)])
+    19.0
+    """
+    ordered = sorted(values)
+    return ordered[max(0, -(-95 * len(ordered) // 100) - 1)]
+
+
 def _table(summary: dict[str, dict[str, float]], cfg: SelectorEvalConfig) -> Table:
     table = Table(title=f"Selectors on the {cfg.split} split, k = {cfg.k}")
     cols = ["variant", "q", "P", "R", "F1", "kept", f"recall@{cfg.k}"]
     cols += [f"recall@{b} (tok)" for b in cfg.budgets]
-    cols += ["prompt tok", "evaluated tok", "p50 s", "fallbacks"]
+    cols += ["prompt tok", "evaluated tok", "p50 s", "p95 s", "fallbacks"]
     for col in cols:
         table.add_column(col, justify="right")
     for name, s in summary.items():
@@ -302,7 +338,8 @@ def _table(summary: dict[str, dict[str, float]], cfg: SelectorEvalConfig) -> Tab
             f"{100 * s[f'recall_at_{b}']:.1f} % ({s[f'tokens_at_{b}']:.0f})" for b in cfg.budgets
         ]
         cells += [f"{s['prompt_tokens']:.0f}", f"{s['evaluated_tokens']:.0f}"]
-        cells += [f"{s['latency_p50_s']:.2f}", f"{s['fallbacks']:.0f}"]
+        cells += [f"{s['latency_p50_s']:.3f}", f"{s['latency_p95_s']:.3f}"]
+        cells += [f"{s['fallbacks']:.0f}"]
         table.add_row(*cells)
     return table
 

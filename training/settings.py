@@ -60,4 +60,32 @@ class LoraSettings:
             raise TrainingInputError("checkpoint every must be >= 1 step")
 
 
-__all__ = ["DEFAULT_TARGETS", "PRECISIONS", "LoraSettings"]
+@dataclass(frozen=True, slots=True)
+class CrossEncoderSettings:
+    """A cross-encoder run (``tiermem train selector --arch cross-encoder``): MiniLM's weights
+    with a fresh one-logit head, binary cross-entropy on (question, candidate) pairs.
+    ``weight``: the rank-fusion weight its threshold is calibrated for (the selector's
+    ``pointwise_weight``)."""
+
+    learning_rate: float = 5e-5
+    epochs: int = 1
+    batch_size: int = 16  # pairs per step
+    max_length: int = 256  # tokens of question and candidate together
+    max_examples: int | None = None  # a seeded sample; None: all of it
+    seed: int = 0
+    weight: float = 0.3
+    warmup_ratio: float = 0.1
+    device: str = "auto"  # auto: cuda when there is one, else cpu
+
+    def check(self) -> None:
+        if self.learning_rate <= 0 or self.epochs < 1 or self.batch_size < 1:
+            raise TrainingInputError("learning rate, epochs and batch size must be positive")
+        if self.max_length < 16:
+            raise TrainingInputError("max length must be at least 16 tokens")
+        if self.max_examples is not None and self.max_examples < 1:
+            raise TrainingInputError("max examples must be positive")
+        if not 0 <= self.weight <= 1:
+            raise TrainingInputError("weight must be in [0, 1]")
+
+
+__all__ = ["DEFAULT_TARGETS", "PRECISIONS", "CrossEncoderSettings", "LoraSettings"]

@@ -27,6 +27,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from tiermem.errors import ConfigError, SLMError, SLMTimeout
 from tiermem.ranking import FusedRelevance, fuse_relevance, keep_adaptive
@@ -46,15 +47,83 @@ MAX_CANDIDATES = 64
 class PointwiseSettings:
     """``weight``: how far the model may move a candidate from the first-stage rank (0: not at
     all; ``safe_relevance_weight`` gives the bound for an inverted model). ``threshold``: the
-    fused score a candidate needs to be kept (0 keeps ``k``). ``min_keep``: the fewest kept."""
+    fused score a candidate needs to be kept (0 keeps ``k``). ``min_keep``: the fewest kept.
+    ``cross_encoder``: the cross-encoder selector's model directory (``tiermem train selector
+    --arch cross-encoder``), and ``cross_encoder_threshold`` its cut (``None``: the one it was
+    calibrated with)."""
 
     weight: float = 0.3
     threshold: float = 0.0
     min_keep: int = 1
+    cross_encoder: Path | None = None
+    cross_encoder_threshold: float | None = None
 
 
-class PointwiseSelector(Role):
-    """Keeps the candidates whose relevance, fused with their first-stage rank, is highest.
+class FusedSelector:
+    """Keeps the candidates whose relevance probability, fused with their first-stage rank,
+    is highest: what the pointwise and the cross-encoder selectors share. A subclass gives
+    :meth:`probabilities`; :meth:`fallback` answers when that scoring fails."""
+
+    name = "fused-selector"
+
+    def __init__(self, settings: PointwiseSettings) -> None:
+        self._settings = settings
+
+    @property
+    def settings(self) -> PointwiseSettings:
+        return self._settings
+
+    @property
+    def threshold(self) -> float:
+        """The fused score a candidate needs to be kept (0 keeps ``k``)."""
+        return self._settings.threshold
+
+    def probabilities(self, question: str, candidates: Sequence[Candidate]) -> list[float]:
+        """P(relevant) per candidate, in first-stage order; raises ``SLMError`` on failure."""
+        raise NotImplementedError
+
+    def fallback(self, candidates: Sequence[Candidate], k: int, exc: SLMError) -> Selection:
+        raise exc
+
+    def score(self, question: str, candidates: Sequence[Candidate]) -> list[FusedRelevance]:
+        """Every candidate's fused relevance to ``question``, in first-stage order (what a
+        tune split calibrates the threshold on)."""
+        probabilities = self.probabilities(question, candidates)
+        return fuse_relevance(probabilities, self._settings.weight, explain=True)
+
+    def select(self, queries: Sequence[str], candidates: Sequence[Candidate], k: int) -> Selection:
+        return self.select_cuts(queries, candidates, k, (self.threshold,))[0]
+
+    def select_cuts(
+        self,
+        queries: Sequence[str],
+        candidates: Sequence[Candidate],
+        k: int,
+        thresholds: Sequence[float],
+    ) -> list[Selection]:
+        """One selection per threshold (0 keeps ``k``) from one scoring of the candidates: how
+        ``tiermem bench selector`` reports equal K beside the calibrated, adaptive K at the
+        cost of one. A failed scoring gives every cut the same fallback."""
+        if not candidates or not queries:
+            passthrough = Selection(tuple((c, c.fused) for c in candidates[:k]), "passthrough")
+            return [passthrough for _ in thresholds]
+        shown = list(candidates[:MAX_CANDIDATES])
+        try:
+            fused = self.score(queries[0], shown)
+        except SLMError as exc:
+            fallback = self.fallback(candidates, k, exc)
+            return [fallback for _ in thresholds]
+        scores = [f.score for f in fused]
+        selections = []
+        for threshold in thresholds:
+            kept = keep_adaptive(scores, k, threshold, self._settings.min_keep)
+            explained = tuple((_explained(shown[i], fused[i]), fused[i].score) for i in kept)
+            selections.append(Selection(explained, "model"))
+        return selections
+
+
+class PointwiseSelector(FusedSelector, Role):
+    """The small model's P(yes) per candidate, fused with its first-stage rank.
 
     >>> from tiermem.slm.meter import Meter
     >>> from tiermem.slm.scripted import ScriptedBackend
@@ -68,23 +137,17 @@ class PointwiseSelector(Role):
     name = "slm-pointwise-selector"
 
     def __init__(self, runtime: RoleRuntime, settings: PointwiseSettings | None = None) -> None:
-        super().__init__(runtime)
+        Role.__init__(self, runtime)
+        FusedSelector.__init__(self, settings or PointwiseSettings())
         if not isinstance(runtime.backend, NextTokenScorer):
             raise ConfigError(
                 f"the pointwise selector needs a backend that scores tokens; "
                 f"{type(runtime.backend).__name__} cannot"
             )
         self._scorer: NextTokenScorer = runtime.backend
-        self._settings = settings or PointwiseSettings()
 
-    @property
-    def settings(self) -> PointwiseSettings:
-        return self._settings
-
-    def score(self, question: str, candidates: Sequence[Candidate]) -> list[FusedRelevance]:
-        """Every candidate's fused relevance to ``question``, in first-stage order (what a
-        tune split calibrates the threshold on). Raises ``SLMError`` when a call fails or the
-        role's time budget runs out."""
+    def probabilities(self, question: str, candidates: Sequence[Candidate]) -> list[float]:
+        """Raises ``SLMError`` when a call fails or the role's time budget runs out."""
         budget = self._rt.timeout_s
         requests = [
             ScoreRequest(
@@ -99,8 +162,10 @@ class PointwiseSelector(Role):
             results = score_batch_task(self._scorer, requests, self._rt.meter)
         else:
             results = self._one_by_one(requests, time.monotonic() + budget)
-        probabilities = [yes_probability(r.logprobs, prompt.YES, prompt.NO) for r in results]
-        return fuse_relevance(probabilities, self._settings.weight, explain=True)
+        return [yes_probability(r.logprobs, prompt.YES, prompt.NO) for r in results]
+
+    def fallback(self, candidates: Sequence[Candidate], k: int, exc: SLMError) -> Selection:
+        return first_stage_fallback(self._rt, TASK, candidates, k, exc)
 
     def _one_by_one(self, requests: Sequence[ScoreRequest], deadline: float) -> list[TokenScores]:
         results: list[TokenScores] = []
@@ -115,36 +180,6 @@ class PointwiseSelector(Role):
             scored = score_task(self._scorer, replace(request, timeout_s=remaining), self._rt.meter)
             results.append(scored)
         return results
-
-    def select(self, queries: Sequence[str], candidates: Sequence[Candidate], k: int) -> Selection:
-        return self.select_cuts(queries, candidates, k, (self._settings.threshold,))[0]
-
-    def select_cuts(
-        self,
-        queries: Sequence[str],
-        candidates: Sequence[Candidate],
-        k: int,
-        thresholds: Sequence[float],
-    ) -> list[Selection]:
-        """One selection per threshold (0 keeps ``k``) from one scoring of the candidates: how
-        ``tiermem bench selector`` reports equal K beside the calibrated, adaptive K at the
-        cost of one. A failed scoring gives every cut the same first-stage fallback."""
-        if not candidates or not queries:
-            passthrough = Selection(tuple((c, c.fused) for c in candidates[:k]), "passthrough")
-            return [passthrough for _ in thresholds]
-        shown = list(candidates[:MAX_CANDIDATES])
-        try:
-            fused = self.score(queries[0], shown)
-        except SLMError as exc:
-            fallback = first_stage_fallback(self._rt, TASK, candidates, k, exc)
-            return [fallback for _ in thresholds]
-        scores = [f.score for f in fused]
-        selections = []
-        for threshold in thresholds:
-            kept = keep_adaptive(scores, k, threshold, self._settings.min_keep)
-            explained = tuple((_explained(shown[i], fused[i]), fused[i].score) for i in kept)
-            selections.append(Selection(explained, "model"))
-        return selections
 
 
 def _explained(candidate: Candidate, fused: FusedRelevance) -> Candidate:

@@ -1,6 +1,7 @@
 """Selectors, by ``slm.selector_mode`` (a ``tiermem.registry.Registry``): each builds from a
-role runtime (``None``: no model, the first stage's order) and the pointwise settings, so the
-memory and ``tiermem train``'s evaluation choose a selector the same way."""
+role runtime (``None``: no small model) and the selector settings, so the memory and
+``tiermem bench selector`` choose a selector the same way. A selector that ``CALLS_SLM`` is
+rank fusion without a runtime; the cross-encoder loads its own model directory."""
 
 from __future__ import annotations
 
@@ -33,12 +34,21 @@ def _pointwise(runtime: RoleRuntime | None, settings: PointwiseSettings) -> Sele
     return PointwiseSelector(_needs_model("pointwise", runtime), settings)
 
 
+def _cross_encoder(runtime: RoleRuntime | None, settings: PointwiseSettings) -> Selector:
+    from tiermem.slm.roles.cross_encoder import CrossEncoderSelector
+
+    return CrossEncoderSelector(settings)  # its own model: no SLM runtime needed
+
+
 FUSION = "fusion"  # no model: the first stage's rank fusion, as it stands
+CROSS_ENCODER = "cross-encoder"
 READS_TOKEN_SCORES = "reads-token-scores"  # capability: needs a backend that scores tokens
+CALLS_SLM = "calls-slm"  # capability: asks the role's small model (no model: rank fusion)
 SELECTORS: Registry[SelectorFactory] = Registry("selector")
 SELECTORS.register(FUSION, lambda runtime, settings: TopKSelector())
-SELECTORS.register("listwise", _listwise)
-SELECTORS.register("pointwise", _pointwise, capabilities={READS_TOKEN_SCORES})
+SELECTORS.register("listwise", _listwise, capabilities={CALLS_SLM})
+SELECTORS.register("pointwise", _pointwise, capabilities={READS_TOKEN_SCORES, CALLS_SLM})
+SELECTORS.register(CROSS_ENCODER, _cross_encoder)
 
 
 def check_selector_backend(kind: str, backend_kind: str) -> None:
@@ -54,5 +64,8 @@ def check_selector_backend(kind: str, backend_kind: str) -> None:
 
 
 def build_selector(kind: str, runtime: RoleRuntime | None, settings: PointwiseSettings) -> Selector:
-    """The selector ``kind`` names; without a model, rank fusion whatever ``kind`` says."""
-    return SELECTORS.factory(FUSION if runtime is None else kind)(runtime, settings)
+    """The selector ``kind`` names; one that asks the small model is rank fusion without one
+    (the cross-encoder brings its own model, and runs on the model-free default too)."""
+    if runtime is None and SELECTORS.can(kind, CALLS_SLM):
+        kind = FUSION
+    return SELECTORS.factory(kind)(runtime, settings)
