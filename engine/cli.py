@@ -249,6 +249,22 @@ def _parser() -> argparse.ArgumentParser:
 
     config = commands.add_parser("config", help="print the configuration in effect")
     config.add_argument("--config", type=Path, help="a TOML file")
+
+    mcp = commands.add_parser("mcp", help="serve one user's memory to an MCP client (stdio)")
+    mcp.add_argument("--user", required=True, help="the one user whose memory the tools reach")
+    mcp.add_argument("--config", type=Path, help="a TOML file")
+    mcp.add_argument("--data-dir", type=Path, help="the memory's data directory")
+    mcp.add_argument(
+        "--embedder",
+        choices=("sentence-transformers", "hash"),
+        help="instead of the config's (hash: model-free)",
+    )
+    mcp.add_argument("--transport", choices=("stdio", "streamable-http"), default="stdio")
+    mcp.add_argument("--host", default="127.0.0.1", help="streamable-http only")
+    mcp.add_argument("--port", type=int, default=8000, help="streamable-http only")
+    mcp.add_argument(
+        "--allow-forget", action="store_true", help="offer forget_user: erase this user"
+    )
     add_train_parser(commands)
     add_service_parsers(commands)
     return parser
@@ -407,6 +423,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_train(args, console)
         elif args.command in ("serve", "keys"):
             return run_service_command(args, console)
+        elif args.command == "mcp":
+            from tiermem.mcp_server import run_mcp
+
+            return run_mcp(args, Console(stderr=True))  # on stdio, stdout is the protocol's
         elif args.command == "config":
             from tiermem.settings import load_config
             from tiermem.slm.registry import check_backend_kinds

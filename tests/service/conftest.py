@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import uvicorn
@@ -64,14 +65,16 @@ def write_config(root: Path, extra: str = "", max_body_bytes: int = MAX_BODY_BYT
 def in_thread(memory: Memory, keys: Keys, config: ServiceConfig | None = None) -> Iterator[str]:
     """uvicorn serving ``memory`` on a loopback port from a thread of this process."""
     app = create_app(memory, KeyRing(keys.path), config)
+    with serve_in_thread(app, http=JSONErrorsH11Protocol) as url:
+        yield url
+
+
+@contextmanager
+def serve_in_thread(app: Any, **options: Any) -> Iterator[str]:
+    """uvicorn serving an ASGI ``app`` on a loopback port from a thread of this process:
+    its base URL, until the block ends."""
     server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            host=LOOPBACK,
-            port=free_port(),
-            log_level="warning",
-            http=JSONErrorsH11Protocol,
-        )
+        uvicorn.Config(app, host=LOOPBACK, port=free_port(), log_level="warning", **options)
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
