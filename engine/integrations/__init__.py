@@ -1,0 +1,1 @@
+"""Adapters that let agent frameworks use a tiermem memory through their own interfaces."""
