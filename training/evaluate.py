@@ -148,8 +148,11 @@ class _Variants:
         if kind not in (FUSION, CROSS_ENCODER):  # those need no small model
             check_selector_backend(kind, self._cfg.backend_kind)
             runtime = self._runtime(name)
-        settings = PointwiseSettings(
-            self._cfg.weight, threshold, cross_encoder=self._cfg.cross_encoder
+        settings = PointwiseSettings(  # the cross-encoder: its calibrated cut, and k (@k)
+            self._cfg.weight,
+            threshold,
+            cross_encoder=self._cfg.cross_encoder,
+            cross_encoder_threshold=None,
         )
         return build_selector(kind, runtime, settings)
 

@@ -49,14 +49,14 @@ class PointwiseSettings:
     all; ``safe_relevance_weight`` gives the bound for an inverted model). ``threshold``: the
     fused score a candidate needs to be kept (0 keeps ``k``). ``min_keep``: the fewest kept.
     ``cross_encoder``: the cross-encoder selector's model directory (``tiermem train selector
-    --arch cross-encoder``), and ``cross_encoder_threshold`` its cut (``None``: the one it was
-    calibrated with)."""
+    --arch cross-encoder``), and ``cross_encoder_threshold`` its cut (0 keeps ``k``; ``None``:
+    the one it was calibrated with)."""
 
     weight: float = 0.3
     threshold: float = 0.0
     min_keep: int = 1
     cross_encoder: Path | None = None
-    cross_encoder_threshold: float | None = None
+    cross_encoder_threshold: float | None = 0.0
 
 
 class FusedSelector:
