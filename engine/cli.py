@@ -246,6 +246,14 @@ def _parser() -> argparse.ArgumentParser:
     doctor.add_argument(
         "--allow-amx", action="store_true", help="accept and try a build with AMX kernels"
     )
+    doctor.add_argument("--config", type=Path, help="a TOML file: probe its embedder")
+
+    reindex = commands.add_parser(
+        "reindex", help="embed a user's entries again with the configured embedder"
+    )
+    reindex.add_argument("--user", required=True, help="the user whose collection is rebuilt")
+    reindex.add_argument("--config", type=Path, help="a TOML file")
+    reindex.add_argument("--data-dir", type=Path, help="the memory's data directory")
 
     config = commands.add_parser("config", help="print the configuration in effect")
     config.add_argument("--config", type=Path, help="a TOML file")
@@ -419,6 +427,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             consolidate(args.config, args.data_dir, args.user, args.model, args.once, console)
         elif args.command == "doctor":
             return _doctor(args, console)
+        elif args.command == "reindex":
+            _reindex(args, console)
         elif args.command == "train":
             return run_train(args, console)
         elif args.command in ("serve", "keys"):
@@ -483,7 +493,12 @@ def _doctor(args: argparse.Namespace, console: Console) -> int:
     from tiermem.slm import models
 
     failed = 0
-    checks = run_checks(args.cache or models.DEFAULT_CACHE, args.timeout, allow_amx=args.allow_amx)
+    checks = run_checks(
+        args.cache or models.DEFAULT_CACHE,
+        args.timeout,
+        allow_amx=args.allow_amx,
+        config=args.config,
+    )
     for check in checks:
         mark = "[green]ok  [/]" if check.ok else "[red]FAIL[/]"
         console.print(f"{mark} {check.name:16} {check.detail}", highlight=False)
@@ -491,6 +506,42 @@ def _doctor(args: argparse.Namespace, console: Console) -> int:
     if failed:
         console.print(f"[red]{failed} check(s) failed[/]; see README, Troubleshooting")
     return 1 if failed else 0
+
+
+def _reindex(args: argparse.Namespace, console: Console) -> None:
+    """``tiermem reindex``: the store and the embedder alone, in a data directory this
+    process owns while it runs (no service beside it; embedded Qdrant admits one process)."""
+    from tiermem.embedding import build_embedder
+    from tiermem.ownership import claim_data_dir
+    from tiermem.pipeline.reindex import reindex_user
+    from tiermem.settings import load_config
+    from tiermem.stores import build_mtm_store
+    from tiermem.validation import validate_user_id
+
+    environ = dict(os.environ)
+    if args.data_dir is not None:
+        environ["TIERMEM_DATA_DIR"] = str(args.data_dir)
+    config = load_config(args.config, environ)
+    user = validate_user_id(args.user)
+    claim = None if config.data_dir is None else claim_data_dir(Path(config.data_dir))
+    try:
+        embedder = build_embedder(config.embedder)
+        store = build_mtm_store(config.mtm, embedder.dim, embedder.name)
+        try:
+            report = reindex_user(store, embedder, user)
+        finally:
+            store.close()
+    finally:
+        if claim is not None:
+            claim.release()
+    if not report.found:
+        console.print("this user has no MTM collection: nothing to reindex", highlight=False)
+        return
+    before = report.previous or "an unrecorded embedder"
+    console.print(
+        f"reindexed {report.entries} entries with {report.embedder} (written by {before})",
+        highlight=False,
+    )
 
 
 def _models(args: argparse.Namespace, console: Console) -> None:

@@ -51,7 +51,7 @@ def build_components(config: TiermemConfig, clock: Clock | None = None) -> Compo
     meter = Meter()
     policy = policy_from_config(config)
     roles = _build_roles(config, policy, meter)
-    store = build_mtm_store(config.mtm, embedder.dim)
+    store = build_mtm_store(config.mtm, embedder.dim, embedder.name)
     try:
         journal = Journal(config.journal.path)
     except BaseException:

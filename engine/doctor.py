@@ -3,8 +3,11 @@
 Each check runs in a child process, so a model that kills its process (SIGILL from a llama.cpp
 build that uses an instruction this CPU or its kernel does not allow, SIGSEGV, out of memory)
 fails that one line, names the signal, and the next check still runs. The checks: the
-llama.cpp build against this CPU, the embedder, and every installed GGUF model, which loads
-and generates a few tokens (prefill and decode tokens/s are printed).
+llama.cpp build against this CPU, the configured embedder (``--config``, else the embedded
+default: it embeds one short text, then a batch, and reports its name, dimension and
+latency, or the typed error: an unreachable server, a dimension the model does not make),
+and every installed GGUF model, which loads and generates a few tokens (prefill and decode
+tokens/s are printed).
 
 >>> describe_exit(-4)
 'killed by SIGILL (illegal instruction: the build uses a CPU feature this process may not use)'
@@ -73,15 +76,23 @@ def _probe_argv(kind: str, *args: str) -> list[str]:
     return [sys.executable, "-m", "tiermem.doctor", "--probe", kind, *args]
 
 
-def run_checks(models_dir: Path, timeout_s: float = 600, *, allow_amx: bool = False) -> list[Check]:
+def run_checks(
+    models_dir: Path,
+    timeout_s: float = 600,
+    *,
+    allow_amx: bool = False,
+    config: Path | None = None,
+) -> list[Check]:
     """Every check, each in its own process. ``allow_amx``: accept (and try) a build with
-    llama.cpp's AMX kernels, as ``BackendConfig.allow_amx`` would."""
+    llama.cpp's AMX kernels, as ``BackendConfig.allow_amx`` would. ``config``: the TOML file
+    whose embedder is probed (read with the environment, as the CLI reads it)."""
     from tiermem.slm.models import installed
 
     amx = ("--allow-amx",) if allow_amx else ()
+    embedder = (str(config),) if config is not None else ()
     checks = [
         run_probe("llama.cpp build", _probe_argv("build", *amx), timeout_s),
-        run_probe("embedder", _probe_argv("embedder"), timeout_s),
+        run_probe("embedder", _probe_argv("embedder", *embedder), timeout_s),
     ]
     found = installed(models_dir)
     for alias, path in found.items():
@@ -112,20 +123,31 @@ def _probe_build(allow_amx: bool) -> tuple[bool, str]:
     return True, f"llama-cpp-python {llama_cpp.__version__}: {summary}; {amx} to this process"
 
 
-def _probe_embedder() -> tuple[bool, str]:
-    from tiermem.config import EmbedderConfig
+def _probe_embedder(config_file: str | None = None) -> tuple[bool, str]:
+    """The configured embedder: the first call (a model loads, a server wakes its model),
+    one short text, then a batch of 64."""
+    import os
+
     from tiermem.embedding import build_embedder
     from tiermem.embedding.base import EmbedMode
+    from tiermem.settings import load_config
 
-    embedder = build_embedder(EmbedderConfig())
+    config = load_config(Path(config_file) if config_file else None, os.environ)
+    embedder = build_embedder(config.embedder)
     started = time.perf_counter()
     embedder.embed(["warm up"], EmbedMode.DOCUMENT)
-    load_s = time.perf_counter() - started
+    first_s = time.perf_counter() - started
+    started = time.perf_counter()
+    vectors = embedder.embed(["Where does Ana live?"], EmbedMode.QUERY)
+    one_ms = (time.perf_counter() - started) * 1000
     texts = [f"My sister Ana moved to Lisbon in {1990 + i}." for i in range(64)]
     started = time.perf_counter()
-    vectors = embedder.embed(texts, EmbedMode.DOCUMENT)
+    embedder.embed(texts, EmbedMode.DOCUMENT)
     rate = len(texts) / (time.perf_counter() - started)
-    return True, f"{embedder.name}, {len(vectors[0])}-d: load {load_s:.1f} s, {rate:.0f} texts/s"
+    return True, (
+        f"{embedder.name}, {vectors.shape[1]}-d: first call {first_s:.1f} s, one text "
+        f"{one_ms:.0f} ms, {rate:.0f} texts/s"
+    )
 
 
 def _probe_model(path: str, allow_amx: bool) -> tuple[bool, str]:
@@ -145,7 +167,7 @@ def _probe(kind: str, args: Sequence[str], allow_amx: bool) -> int:
         elif kind == "build":
             ok, detail = _probe_build(allow_amx)
         else:
-            ok, detail = _probe_embedder()
+            ok, detail = _probe_embedder(args[0] if args else None)
     except Exception as exc:  # noqa: BLE001 - a probe reports any failure as its one line
         ok, detail = False, f"{type(exc).__name__}: {exc}"[:500]
     print(json.dumps({"ok": ok, "detail": detail}))

@@ -6,6 +6,8 @@ boundary with ``raise ... from`` so callers never have to catch a Qdrant or torc
 
 from __future__ import annotations
 
+import shlex
+
 SHOWN_CHARS = 60
 
 
@@ -179,6 +181,47 @@ class StoreError(TiermemError):
 
 class EmbedderError(TiermemError):
     """The embedder failed or returned vectors of the wrong shape."""
+
+
+class EmbedderUnavailableError(EmbedderError):
+    """The embedder's server could not be reached, timed out, or kept failing with a
+    transient status (429, 5xx) through all its retries. Nothing was stored."""
+
+
+class EmbedderDimensionError(EmbedderError):
+    """The embedder returned vectors of another dimension than the configuration's ``dim``."""
+
+    def __init__(self, name: str, expected: int, got: int) -> None:
+        self.name = name
+        self.expected = expected
+        self.got = got
+        super().__init__(
+            f"embedder {name} returned {got}-d vectors, but embedder.dim is {expected}: set "
+            f"embedder.dim = {got}, or name a model that embeds in {expected} dimensions"
+        )
+
+
+class EmbedderMismatchError(ConfigError):
+    """A user's MTM collection was written by another embedder than the configured one: its
+    vectors would be compared with vectors of another space, and every search would return
+    noise. ``tiermem reindex --user U`` embeds the user's entries again with the configured
+    embedder."""
+
+    def __init__(
+        self, user_id: str, recorded: str, recorded_dim: int, configured: str, configured_dim: int
+    ) -> None:
+        self.user_id = user_id
+        self.recorded = recorded
+        self.recorded_dim = recorded_dim
+        self.configured = configured
+        self.configured_dim = configured_dim
+        user = shlex.quote(user_id) if len(user_id) <= SHOWN_CHARS else "<this user>"
+        super().__init__(
+            f"the MTM collection of user {shown(user_id)} was written by embedder {recorded} "
+            f"({recorded_dim}-d), but the configured embedder is {configured} "
+            f"({configured_dim}-d): run `tiermem reindex --user {user}` with this "
+            "configuration to embed its entries again, or configure the embedder that wrote it"
+        )
 
 
 class AuditError(TiermemError):

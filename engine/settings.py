@@ -28,6 +28,7 @@ _PREFIX = "TIERMEM_"
 
 
 SERVICE_SECTION = "service"
+_KIND_NAMES = ("kind", "provider")  # the embedder reads its kind under either name
 
 
 def load_config(path: Path | None, environ: Mapping[str, str]) -> TiermemConfig:
@@ -54,6 +55,9 @@ def load_edge_config(
             section_overrides = overrides.setdefault(section, {})
             if not isinstance(section_overrides, dict):
                 raise ConfigError(f"{key} names {section!r}, which is not a section")
+            if field in _KIND_NAMES:  # one field by either name: the environment's wins
+                for name in _KIND_NAMES:
+                    section_overrides.pop(name, None)
             section_overrides[field] = value
     service = overrides.pop(SERVICE_SECTION, {})
     if not isinstance(service, dict):

@@ -3,12 +3,16 @@ and the report goes on; anything failed makes the exit status non-zero."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import pytest
 from tiermem import doctor
 from tiermem.cli import main
+from tiermem.embedding.hashing import HashEmbedder
+
+from tests.fakes.ollama_server import serving
 
 
 def test_a_probe_killed_by_a_signal_is_named() -> None:
@@ -42,3 +46,38 @@ def test_a_failed_check_fails_the_command(
     out = capsys.readouterr().out
     assert "FAIL qwen0.5b" in out
     assert "1 check(s) failed" in out
+
+
+def test_the_embedder_probe_reports_the_configured_embedder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "tiermem.toml"
+    with serving(embedder=HashEmbedder(768)) as server:
+        config.write_text(f'[embedder]\nkind = "ollama"\nhost = "{server.url}"\nretries = 0\n')
+        ok, detail = doctor._probe_embedder(str(config))
+        sent = [text for r in server.requests for text in r["input"]]
+    assert ok
+    assert detail.startswith("ollama:nomic-embed-text, 768-d: first call ")
+    assert " ms, " in detail
+    assert detail.endswith(" texts/s")
+    assert "search_query: Where does Ana live?" in sent  # one short text, as a query
+    assert doctor._probe("embedder", [str(config)], allow_amx=False) == 1  # the server is gone
+    answer = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert answer["ok"] is False
+    assert answer["detail"].startswith("EmbedderUnavailableError: ollama:nomic-embed-text at ")
+
+
+def test_doctor_probes_the_embedder_its_config_names(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    probed: dict[str, list[str]] = {}
+
+    def record(name: str, argv: list[str], timeout_s: float) -> doctor.Check:
+        probed[name] = argv
+        return doctor.Check(name, True, "x")
+
+    monkeypatch.setattr(doctor, "run_probe", record)
+    config = tmp_path / "tiermem.toml"
+    config.write_text('[embedder]\nprovider = "hash"\n')
+    assert main(["doctor", "--cache", str(tmp_path), "--config", str(config)]) == 0
+    assert probed["embedder"][-3:] == ["--probe", "embedder", str(config)]

@@ -1,6 +1,7 @@
 #!/bin/sh
-# One shot (compose service ollama-init): pull the selector's base model and create
-# tiermem-selector on the Ollama server at $OLLAMA_HOST.
+# One shot (compose service ollama-init): pull the selector's base model, create
+# tiermem-selector, and pull the embedding model ($EMBEDDER, the [embedder] model of
+# deploy/tiermem.toml.example) on the Ollama server at $OLLAMA_HOST.
 #
 # The model is built from Modelfile.selector, which `tiermem train selector --ollama-from ...`
 # writes: FROM the base the LoRA was trained on, ADAPTER ./adapter.gguf (a path relative to
@@ -14,6 +15,7 @@ DIR=${MODELS_DIR:-/models} # where compose mounts deploy/ollama
 MODELFILE=$DIR/Modelfile.selector
 ADAPTER=$DIR/adapter.gguf
 NAME=tiermem-selector
+EMBEDDER=nomic-embed-text
 
 BASE=$(sed -n 's/^FROM[[:space:]]\{1,\}//p' "$MODELFILE" | head -n 1)
 if [ -z "$BASE" ]; then
@@ -39,6 +41,9 @@ else
     echo "  deploy/.env to serve the untuned base as $NAME for now." >&2
     exit 1
 fi
+
+echo "ollama-init: pulling the embedder $EMBEDDER"
+ollama pull "$EMBEDDER"
 
 ollama show "$NAME" >/dev/null
 echo "ollama-init: $NAME is ready"

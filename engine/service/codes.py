@@ -51,10 +51,14 @@ ERROR_CODES: tuple[tuple[str, type[e.TiermemError], int], ...] = (
     ("journal_locked", e.JournalLockedError, 409),
     ("model_not_installed", e.ModelNotInstalledError, 409),
     ("unknown_provider", e.UnknownProviderError, 409),
+    # the user's collection was written by another embedder: `tiermem reindex --user U`
+    ("embedder_mismatch", e.EmbedderMismatchError, 409),
     # the service's configuration does not allow it (e.g. consolidation with LTM off)
     ("config_error", e.ConfigError, 409),
     ("closed", e.ClosedError, 503),  # shutting down
     ("store_error", e.StoreError, 503),
+    ("embedder_unavailable", e.EmbedderUnavailableError, 503),  # its server, after retries
+    ("embedder_dimension", e.EmbedderDimensionError, 500),  # embedder.dim is not the model's
     ("embedder_error", e.EmbedderError, 500),
     ("journal_unavailable", e.JournalUnavailableError, 503),  # a full disk, a lock
     ("audit_error", e.AuditError, 500),

@@ -28,6 +28,27 @@ class HybridHits:
 
 
 @dataclass(frozen=True, slots=True)
+class EmbedderRecord:
+    """The embedder whose vectors a collection holds: its ``Embedder.name`` and dimension."""
+
+    name: str
+    dim: int
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.dim}-d)"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredCollection:
+    """A user's entries as stored, the embedder their collection records (``None``: none),
+    and whether the user has a collection at all."""
+
+    embedder: EmbedderRecord | None
+    entries: list[MemoryEntry]
+    found: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class AccessUpdate:
     """New access statistics for one entry."""
 
@@ -62,6 +83,11 @@ class MTMStore(Protocol):
 
     Implementations: ``QdrantStore`` (the product) and ``ReferenceStore`` (the exact oracle
     that congruence tests compare it with).
+
+    A store built for an embedder (``build_mtm_store(config, dim, embedder_name)``) records
+    that embedder with each collection it creates, and refuses to open one that another
+    embedder wrote (``EmbedderMismatchError``). A collection with no record is adopted: the
+    store's embedder is recorded.
 
     Concurrency: every call is safe from any thread of one process, and the access counter
     is exact there (``record_access`` reads, adds and writes under the store's lock, and an
@@ -120,6 +146,18 @@ class MTMStore(Protocol):
         ...
 
     def count(self, user_id: str) -> int: ...
+
+    def export_user(self, user_id: str) -> StoredCollection:
+        """Every entry of the user as stored, oldest first, whatever embedder wrote the
+        collection (every other call refuses one that another embedder wrote): what
+        ``tiermem reindex`` embeds again."""
+        ...
+
+    def replace_user(self, user_id: str, entries: Sequence[MemoryEntry], vectors: Vectors) -> None:
+        """Replace the user's collection by one holding exactly ``entries`` with ``vectors``,
+        recorded as written by this store's embedder (``tiermem reindex``). Access statistics
+        are the entries' own. Interrupted, it leaves what a second call finishes."""
+        ...
 
     def check_writable(self) -> None:
         """Raise ``StoreError`` when a write could not succeed now (a store down, a full or

@@ -16,7 +16,8 @@ from tiermem.stores.files import restrict_tree
 from tiermem.stores.qdrant import QdrantStore
 from tiermem.stores.reference import ReferenceStore
 
-StoreFactory = Callable[[MTMConfig, int], MTMStore]
+# (config, vector dimension, the embedder's name: recorded with each collection, or None)
+StoreFactory = Callable[[MTMConfig, int, str | None], MTMStore]
 
 
 def _client(config: QdrantConfig) -> QdrantClient:
@@ -29,7 +30,7 @@ def _client(config: QdrantConfig) -> QdrantClient:
     return QdrantClient(location=":memory:")
 
 
-def _qdrant(config: MTMConfig, dim: int) -> MTMStore:
+def _qdrant(config: MTMConfig, dim: int, embedder: str | None) -> MTMStore:
     if not isinstance(config, QdrantConfig):
         raise ConfigError(
             f"mtm store 'qdrant' is configured by QdrantConfig, not {type(config).__name__}"
@@ -43,14 +44,25 @@ def _qdrant(config: MTMConfig, dim: int) -> MTMStore:
         # The embedded store is locked to one process: say so plainly.
         raise StoreError(f"cannot open the MTM store ({config.location}): {exc}") from exc
     server = config.location == "url"  # payload indexes, no local files
-    return QdrantStore(client, dim=dim, prefix=config.collection_prefix, server=server, path=path)
+    return QdrantStore(
+        client,
+        dim=dim,
+        prefix=config.collection_prefix,
+        server=server,
+        path=path,
+        embedder=embedder,
+    )
 
 
 STORES: Registry[StoreFactory] = Registry("mtm store")
 STORES.register("qdrant", _qdrant, config=QdrantConfig)
-STORES.register("reference", lambda config, dim: ReferenceStore(dim), config=ReferenceStoreConfig)
+STORES.register(
+    "reference", lambda config, dim, embedder: ReferenceStore(dim), config=ReferenceStoreConfig
+)
 
 
-def build_mtm_store(config: MTMConfig, dim: int) -> MTMStore:
-    """The store ``config.kind`` names."""
-    return STORES.factory(config.kind)(config, dim)
+def build_mtm_store(config: MTMConfig, dim: int, embedder: str | None = None) -> MTMStore:
+    """The store ``config.kind`` names, for vectors of ``dim``. ``embedder``: the name of the
+    embedder that writes them, which a store that persists its collections records with each
+    and checks on each it opens (``EmbedderMismatchError``)."""
+    return STORES.factory(config.kind)(config, dim, embedder)

@@ -16,6 +16,10 @@ A read can meet a collection that is gone: ``forget_user`` dropped it after the 
 up (another thread or, on a server, another process). Such a read answers as for a user with
 no memories, never with an error: if a call fails and the collection no longer exists, the
 read returns its empty result.
+
+A store built with an embedder's name records it (and the dimension) in the metadata of every
+collection it creates, and refuses a collection that another embedder wrote with
+``EmbedderMismatchError`` (see ``tiermem.stores.records``); one with no record is adopted.
 """
 
 from __future__ import annotations
@@ -26,19 +30,32 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 from tiermem.embedding.base import Vectors
-from tiermem.errors import StoreError
-from tiermem.stores.base import AccessUpdate, HybridHits, ScoredEntry, with_recorded_access
+from tiermem.errors import EmbedderMismatchError, StoreError
+from tiermem.stores.base import (
+    AccessUpdate,
+    EmbedderRecord,
+    HybridHits,
+    ScoredEntry,
+    StoredCollection,
+    with_recorded_access,
+)
 from tiermem.stores.files import probe_writes, restrict_tree
 from tiermem.stores.filtering import matches, to_qdrant_filter
 from tiermem.stores.lexical_index import LexicalIndex
 from tiermem.stores.naming import collection_name
 from tiermem.stores.payload import INDEX_TEXT, entry_to_payload, owned_entry, valid_point_id
+from tiermem.stores.records import (
+    read_record,
+    record_metadata,
+    reindex_state,
+    staging_name,
+)
 from tiermem.types import MemoryEntry, SearchFilters
 
 logger = logging.getLogger(__name__)
@@ -83,11 +100,15 @@ class QdrantStore:
         prefix: str,
         server: bool,
         path: Path | None = None,
+        embedder: str | None = None,
     ) -> None:
-        """``path``: the embedded store's directory (``None``: in memory, or a server)."""
+        """``path``: the embedded store's directory (``None``: in memory, or a server).
+        ``embedder``: the name of the embedder whose vectors this store writes, recorded with
+        each collection and checked on each opened (``None``: nothing recorded or checked)."""
         self._client = client
         self._path = path
         self._dim = dim
+        self._record = EmbedderRecord(embedder, dim) if embedder is not None else None
         self._prefix = prefix
         self._server = server  # payload indexes only exist on a server
         self._known: set[str] = set()
@@ -137,22 +158,26 @@ class QdrantStore:
             if name in self._known:
                 return name
             if self._call("collection_exists", lambda: self._client.collection_exists(name)):
-                self._check_schema(name)
+                self._check_schema(name, user_id)
                 self._known.add(name)
                 return name
+            if self._record is not None:
+                self._refuse_interrupted_reindex(staging_name(name))
             if not create:
                 return None
-            self._call("create_collection", lambda: self._create(name))
+            metadata = record_metadata(self._record)
+            self._call("create_collection", lambda: self._create(name, metadata))
             self._call("restrict", self._restrict)
             self._known.add(name)
             return name
 
-    def _create(self, name: str) -> None:
+    def _create(self, name: str, metadata: dict[str, Any]) -> None:
         self._client.create_collection(
             name,
             vectors_config={
                 DENSE: models.VectorParams(size=self._dim, distance=models.Distance.COSINE)
             },
+            metadata=metadata,
         )
         self._create_text_index(name)
         if self._server:
@@ -175,16 +200,59 @@ class QdrantStore:
             ),
         )
 
-    def _check_schema(self, name: str) -> None:
+    def _check_schema(self, name: str, user_id: str) -> None:
         info = self._call("get_collection", lambda: self._client.get_collection(name))
         vectors = info.config.params.vectors
         size = vectors[DENSE].size if isinstance(vectors, dict) and DENSE in vectors else None
+        if self._record is not None:
+            self._check_record(name, user_id, info.config.metadata, size)
         if size != self._dim:
             raise StoreError(
                 f"collection {name} holds vectors of size {size}, the embedder makes {self._dim}"
             )
         if INDEX_TEXT not in (info.payload_schema or {}):
             self._call("create_payload_index", lambda: self._create_text_index(name))
+
+    def _check_record(
+        self, name: str, user_id: str, metadata: dict[str, Any] | None, size: int | None
+    ) -> None:
+        """Refuse a collection another embedder wrote, or one a reindex was rebuilding;
+        adopt one with no record (written before collections recorded their embedder)."""
+        assert self._record is not None
+        if reindex_state(metadata) is not None:
+            raise StoreError(
+                f"collection {name} was being rebuilt by a `tiermem reindex` that stopped; "
+                "run it again for this user"
+            )
+        recorded = read_record(metadata)
+        if recorded is None and size == self._dim:
+            adopted = record_metadata(self._record)
+            self._call(
+                "update_collection",
+                lambda: self._client.update_collection(name, metadata=adopted),
+            )
+            logger.info("collection %s adopted by embedder %s", name, self._record)
+            return
+        if recorded != self._record:
+            found = recorded or EmbedderRecord("an unrecorded embedder", size or 0)
+            raise EmbedderMismatchError(
+                user_id, found.name, found.dim, self._record.name, self._record.dim
+            )
+
+    def _refuse_interrupted_reindex(self, staging: str) -> None:
+        """A user's collection is missing, and a finished staging copy of it is there: a
+        reindex stopped between dropping the collection and filling it again."""
+        if self._staged_complete(staging):
+            raise StoreError(
+                f"a `tiermem reindex` of this user stopped before it rebuilt the collection "
+                f"from its finished copy {staging}; run it again for this user"
+            )
+
+    def _staged_complete(self, staging: str) -> bool:
+        if not self._call("collection_exists", lambda: self._client.collection_exists(staging)):
+            return False
+        info = self._call("get_collection", lambda: self._client.get_collection(staging))
+        return reindex_state(info.config.metadata) == "complete"
 
     def upsert(self, user_id: str, entries: Sequence[MemoryEntry], vectors: Vectors) -> None:
         if not entries:
@@ -238,24 +306,27 @@ class QdrantStore:
 
     def list_entries(self, user_id: str, filters: SearchFilters | None = None) -> list[MemoryEntry]:
         query_filter = to_qdrant_filter(filters)
+        return self._reading(user_id, [], lambda name: self._scroll(name, user_id, query_filter))
 
-        def read(name: str) -> list[MemoryEntry]:
-            def page(start: Any) -> tuple[list[models.Record], Any]:
-                return self._client.scroll(
-                    name, scroll_filter=query_filter, limit=_PAGE, offset=start, with_payload=True
-                )
+    def _scroll(
+        self, name: str, user_id: str, query_filter: models.Filter | None
+    ) -> list[MemoryEntry]:
+        """The user's entries in collection ``name`` under ``query_filter``, oldest first."""
 
-            entries: list[MemoryEntry] = []
-            offset: Any = None
-            while True:
-                records, offset = self._read(name, "scroll", lambda: page(offset))  # noqa: B023
-                entries.extend(e for r in records if (e := owned_entry(user_id, r.id, r.payload)))
-                if offset is None:
-                    break
-            entries.sort(key=lambda e: (e.created_at, e.id))
-            return entries
+        def page(start: Any) -> tuple[list[models.Record], Any]:
+            return self._client.scroll(
+                name, scroll_filter=query_filter, limit=_PAGE, offset=start, with_payload=True
+            )
 
-        return self._reading(user_id, [], read)
+        entries: list[MemoryEntry] = []
+        offset: Any = None
+        while True:
+            records, offset = self._read(name, "scroll", lambda: page(offset))  # noqa: B023
+            entries.extend(e for r in records if (e := owned_entry(user_id, r.id, r.payload)))
+            if offset is None:
+                break
+        entries.sort(key=lambda e: (e.created_at, e.id))
+        return entries
 
     def search(
         self, user_id: str, vector: Vectors, filters: SearchFilters, limit: int
@@ -499,15 +570,71 @@ class QdrantStore:
     def drop_user(self, user_id: str) -> None:
         name = collection_name(self._prefix, user_id)
         with self._lock:
-            self._known.discard(name)
-            self._lexical.pop(name, None)
-            if self._call("collection_exists", lambda: self._client.collection_exists(name)):
-                self._call("delete_collection", lambda: self._client.delete_collection(name))
-            # the embedded client removes the directory ignoring errors: check that it did
-            gone = self._path is None or not (self._path / "collection" / name).exists()
-            if not gone:
-                raise StoreError(f"the files of collection {name} could not be removed")
+            self._drop(name)
+            self._drop(staging_name(name))  # what a stopped reindex left holds the user's too
             self._call("restrict", self._restrict)  # meta.json is rewritten on every drop
+
+    def _drop(self, name: str) -> None:
+        self._known.discard(name)
+        self._lexical.pop(name, None)
+        if self._call("collection_exists", lambda: self._client.collection_exists(name)):
+            self._call("delete_collection", lambda: self._client.delete_collection(name))
+        # the embedded client removes the directory ignoring errors: check that it did
+        gone = self._path is None or not (self._path / "collection" / name).exists()
+        if not gone:
+            raise StoreError(f"the files of collection {name} could not be removed")
+
+    def export_user(self, user_id: str) -> StoredCollection:
+        """The user's entries and the embedder their collection records, unchecked; from the
+        finished staging copy of a reindex that stopped, where there is one."""
+        name = collection_name(self._prefix, user_id)
+        staging = staging_name(name)
+        with self._lock:
+            source = staging if self._staged_complete(staging) else name
+            if not self._call("collection_exists", lambda: self._client.collection_exists(source)):
+                return StoredCollection(None, [], found=False)
+            info = self._call("get_collection", lambda: self._client.get_collection(source))
+            return StoredCollection(
+                read_record(info.config.metadata), self._scroll(source, user_id, None)
+            )
+
+    def replace_user(self, user_id: str, entries: Sequence[MemoryEntry], vectors: Vectors) -> None:
+        """Stage the new points in a collection of their own, then rebuild the user's from
+        them (see ``tiermem.stores.records`` for what a stop in between leaves)."""
+        if vectors.shape != (len(entries), self._dim):
+            raise StoreError(f"vectors of shape {vectors.shape} for {len(entries)} entries")
+        name = collection_name(self._prefix, user_id)
+        staging = staging_name(name)
+        points = [
+            models.PointStruct(id=e.id, vector={DENSE: v.tolist()}, payload=entry_to_payload(e))
+            for e, v in zip(entries, vectors, strict=True)
+        ]
+        with self._lock:
+            self._drop(staging)
+            self._fill(staging, points, "staging", "complete")
+            self._drop(name)
+            self._fill(name, points, "filling", None)
+            self._drop(staging)
+            self._known.add(name)
+            self._call("restrict", self._restrict)
+
+    def _fill(
+        self,
+        name: str,
+        points: list[models.PointStruct],
+        state: Literal["staging", "filling"],
+        done: Literal["complete"] | None,
+    ) -> None:
+        """Create ``name`` marked ``state``, write ``points``, then mark it ``done``."""
+        creating = record_metadata(self._record, state)
+        self._call("create_collection", lambda: self._create(name, creating))
+        for start in range(0, len(points), _PAGE):
+            page = points[start : start + _PAGE]
+            self._call("upsert", lambda: self._client.upsert(name, points=page, wait=True))  # noqa: B023
+        finished = record_metadata(self._record, done)
+        self._call(
+            "update_collection", lambda: self._client.update_collection(name, metadata=finished)
+        )
 
     def count(self, user_id: str) -> int:
         return self._reading(

@@ -17,7 +17,13 @@ from qdrant_client.local.bm25 import DEFAULT_B, DEFAULT_K1, bm25_scores, documen
 from tiermem.embedding.base import Vectors
 from tiermem.errors import StoreError
 from tiermem.render import index_text
-from tiermem.stores.base import AccessUpdate, HybridHits, ScoredEntry, with_recorded_access
+from tiermem.stores.base import (
+    AccessUpdate,
+    HybridHits,
+    ScoredEntry,
+    StoredCollection,
+    with_recorded_access,
+)
 from tiermem.stores.filtering import matches
 from tiermem.types import MemoryEntry, SearchFilters
 
@@ -139,6 +145,17 @@ class ReferenceStore:
     def count(self, user_id: str) -> int:
         with self._lock:
             return len(self._entries.get(user_id, {}))
+
+    def export_user(self, user_id: str) -> StoredCollection:
+        """In process, a collection lives as long as its store, whose embedder wrote it: it
+        records none."""
+        with self._lock:
+            return StoredCollection(None, self.list_entries(user_id), user_id in self._entries)
+
+    def replace_user(self, user_id: str, entries: Sequence[MemoryEntry], vectors: Vectors) -> None:
+        with self._lock:
+            self.drop_user(user_id)
+            self.upsert(user_id, entries, vectors)
 
     def check_writable(self) -> None:
         """In memory: always writable."""

@@ -17,6 +17,7 @@ from urllib.parse import urlparse
 
 import pytest
 import yaml
+from tiermem.config import OllamaEmbedderConfig
 from tiermem.settings import load_config
 from tiermem.training.export import OLLAMA_BASE
 
@@ -296,6 +297,22 @@ def test_config_example_with_the_service_environment_points_at_the_compose_servi
     assert consolidation.model == vllm_flags["--served-model-name"]
 
 
+def test_config_example_embeds_with_nomic_embed_text_on_the_compose_ollama() -> None:
+    config = load_config(served_config(), {})
+    embedder = config.embedder
+    assert isinstance(embedder, OllamaEmbedderConfig)
+    assert (embedder.kind, embedder.model, embedder.dim) == ("ollama", "nomic-embed-text", 768)
+    assert (embedder.query_prefix, embedder.document_prefix) == (
+        "search_query: ",
+        "search_document: ",
+    )
+    ollama = urlparse(embedder.host)
+    assert (ollama.hostname, ollama.port) == ("ollama", 11434)
+    pulled = re.search(r"^EMBEDDER=(\S+)", (DEPLOY / "ollama" / "init.sh").read_text(), re.M)
+    assert pulled is not None
+    assert pulled.group(1) == embedder.model  # ollama-init pulls the model the config names
+
+
 def test_ollama_init_creates_the_selector_from_the_training_modelfile() -> None:
     init = SERVICES["ollama-init"]
     assert init["environment"]["OLLAMA_HOST"] == "http://ollama:11434"
@@ -345,6 +362,7 @@ def test_init_creates_the_adapter_model(tmp_path: Path) -> None:
     assert calls[0] == f"pull {OLLAMA_BASE}"
     assert calls[1] == f"create tiermem-selector -f {tmp_path}/models/Modelfile.selector"
     assert "  ADAPTER ./adapter.gguf" in calls
+    assert calls[-2] == "pull nomic-embed-text"
     assert calls[-1] == "show tiermem-selector"
 
 

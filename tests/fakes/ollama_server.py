@@ -1,6 +1,9 @@
 """A small Ollama-protocol server for tests: real HTTP, ``/api/chat`` and ``/api/tags``, and
 Ollama's OpenAI-compatible ``/v1/chat/completions``, backed by any tiermem backend (the
-scripted fake, or a real GGUF model in-process).
+scripted fake, or a real GGUF model in-process). Given an embedder, it also serves
+``embedding_model`` on ``/api/embed`` and on the OpenAI-compatible ``/v1/embeddings``
+(floats, or base64 when asked), embedding each input exactly as sent (prefixes included).
+``fail_embeds`` holds HTTP statuses that the next embedding requests get instead, one each.
 
 No Ollama server can be installed on the build machine; the ``ollama`` backend talks to this
 one through the official ``ollama`` client exactly as it would to Ollama, and the ``openai``
@@ -13,6 +16,7 @@ top ``top_logprobs`` of the vocabulary are listed, as a server lists the top of 
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import time
@@ -23,6 +27,8 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import numpy as np
+from tiermem.embedding.base import Embedder, EmbedMode
 from tiermem.errors import SLMError
 from tiermem.slm.base import ChatMessage, NextTokenScorer, ScoreRequest, SLMBackend, SLMRequest
 
@@ -39,17 +45,22 @@ class Answer:
 class OllamaProtocolServer:
     def __init__(
         self,
-        backend: SLMBackend,
+        backend: SLMBackend | None,
         model: str,
         delay_s: float = 0.0,
         vocabulary: tuple[str, ...] = ("yes", "no"),
         cached_tokens: int = 0,
+        embedder: Embedder | None = None,
+        embedding_model: str = "nomic-embed-text",
     ) -> None:
         self.backend = backend
         self.model = model
         self.delay_s = delay_s
         self.vocabulary = vocabulary
         self.cached_tokens = cached_tokens  # what /v1 reports as a cached prompt prefix
+        self.embedder = embedder
+        self.embedding_model = embedding_model
+        self.fail_embeds: list[int] = []
         self.requests: list[dict[str, Any]] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -101,6 +112,9 @@ class OllamaProtocolServer:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 server.requests.append({"path": self.path, **body})
+                if self.path in ("/api/embed", "/v1/embeddings"):
+                    self._send(*server.embed_reply(self.path, body))
+                    return
                 if self.path not in ("/api/chat", "/v1/chat/completions"):
                     self._send(404, {"error": "not found"})
                     return
@@ -118,9 +132,50 @@ class OllamaProtocolServer:
 
         return Handler
 
+    def embed_reply(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """(status, body) for an embedding request, in Ollama's or OpenAI's shape."""
+        openai = path.startswith("/v1")
+        if self.fail_embeds:
+            status = self.fail_embeds.pop(0)
+            return status, _error(f"scripted failure {status}", openai)
+        if self.embedder is None or body.get("model") != self.embedding_model:
+            return 404, _error(f"model {body.get('model')!r} not found, try pulling it", openai)
+        texts = body.get("input")
+        texts = [texts] if isinstance(texts, str) else texts
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            return 400, _error("input must be a string or a list of strings", openai)
+        time.sleep(self.delay_s)
+        vectors = self.embedder.embed(texts, EmbedMode.DOCUMENT).astype(np.float32)
+        tokens = sum(len(t.split()) for t in texts)
+        if not openai:
+            return 200, {
+                "model": self.embedding_model,
+                "embeddings": vectors.tolist(),
+                "total_duration": 1000,
+                "load_duration": 0,
+                "prompt_eval_count": tokens,
+            }
+        as_base64 = body.get("encoding_format") == "base64"
+        data = [
+            {
+                "object": "embedding",
+                "index": i,
+                "embedding": base64.b64encode(v.tobytes()).decode() if as_base64 else v.tolist(),
+            }
+            for i, v in enumerate(vectors)
+        ]
+        return 200, {
+            "object": "list",
+            "data": data[::-1],  # in any order: the index says which input a vector is
+            "model": self.embedding_model,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+
     def answer(self, body: dict[str, Any], openai: bool) -> Answer:
         """The backend's answer to a chat body: generated text, or, when logprobs are asked,
         the most probable token of the vocabulary with the top of the vocabulary listed."""
+        if self.backend is None:
+            raise SLMError("fake", "this server serves no chat model")
         messages = [ChatMessage(m["role"], m["content"]) for m in body["messages"]]
         if body.get("logprobs"):
             assert isinstance(self.backend, NextTokenScorer)
@@ -194,15 +249,23 @@ class OllamaProtocolServer:
         self._server.server_close()
 
 
+def _error(message: str, openai: bool) -> dict[str, Any]:
+    return {"error": {"message": message, "type": "error"}} if openai else {"error": message}
+
+
 @contextmanager
 def serving(
-    backend: SLMBackend,
+    backend: SLMBackend | None = None,
     model: str = "llama3.2:1b-instruct-q4_K_M",
     delay_s: float = 0.0,
     vocabulary: tuple[str, ...] = ("yes", "no"),
     cached_tokens: int = 0,
+    embedder: Embedder | None = None,
+    embedding_model: str = "nomic-embed-text",
 ) -> Iterator[OllamaProtocolServer]:
-    server = OllamaProtocolServer(backend, model, delay_s, vocabulary, cached_tokens)
+    server = OllamaProtocolServer(
+        backend, model, delay_s, vocabulary, cached_tokens, embedder, embedding_model
+    )
     server.start()
     try:
         yield server

@@ -55,6 +55,8 @@ def test_input_errors_are_4xx_and_only_faults_are_5xx(cls: type[errors.TiermemEr
         errors.InvalidMemoryIdError("", "ana", "must not be empty"),
         errors.LTMLockedError("/data/ltm", 42),
         errors.SLMTimeout("writer", "no answer in 60 s"),
+        errors.EmbedderMismatchError("ana", "hash-384", 384, "ollama:nomic-embed-text", 768),
+        errors.EmbedderDimensionError("ollama:nomic-embed-text", 384, 768),
     ],
     ids=lambda e: type(e).__name__,
 )
