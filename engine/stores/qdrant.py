@@ -36,7 +36,7 @@ import numpy as np
 from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 from tiermem.embedding.base import Vectors
-from tiermem.errors import EmbedderMismatchError, StoreError
+from tiermem.errors import StoreError
 from tiermem.stores.base import (
     AccessUpdate,
     EmbedderRecord,
@@ -51,6 +51,7 @@ from tiermem.stores.lexical_index import LexicalIndex
 from tiermem.stores.naming import collection_name
 from tiermem.stores.payload import INDEX_TEXT, entry_to_payload, owned_entry, valid_point_id
 from tiermem.stores.records import (
+    judge_record,
     read_record,
     record_metadata,
     reindex_state,
@@ -216,28 +217,14 @@ class QdrantStore:
     def _check_record(
         self, name: str, user_id: str, metadata: dict[str, Any] | None, size: int | None
     ) -> None:
-        """Refuse a collection another embedder wrote, or one a reindex was rebuilding;
-        adopt one with no record (written before collections recorded their embedder)."""
         assert self._record is not None
-        if reindex_state(metadata) is not None:
-            raise StoreError(
-                f"collection {name} was being rebuilt by a `tiermem reindex` that stopped; "
-                "run it again for this user"
-            )
-        recorded = read_record(metadata)
-        if recorded is None and size == self._dim:
+        if judge_record(name, user_id, metadata, size, self._record) == "adopt":
             adopted = record_metadata(self._record)
             self._call(
                 "update_collection",
                 lambda: self._client.update_collection(name, metadata=adopted),
             )
             logger.info("collection %s adopted by embedder %s", name, self._record)
-            return
-        if recorded != self._record:
-            found = recorded or EmbedderRecord("an unrecorded embedder", size or 0)
-            raise EmbedderMismatchError(
-                user_id, found.name, found.dim, self._record.name, self._record.dim
-            )
 
     def _refuse_interrupted_reindex(self, staging: str) -> None:
         """A user's collection is missing, and a finished staging copy of it is there: a

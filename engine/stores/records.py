@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
+from tiermem.errors import EmbedderMismatchError, StoreError
 from tiermem.stores.base import EmbedderRecord
 
 EMBEDDER_KEY: Final = "tiermem_embedder"
@@ -60,3 +61,33 @@ def staging_name(name: str) -> str:
     """Where a reindex of collection ``name`` stages its new vectors (never a user's name:
     those end in their digest)."""
     return f"{name}_reindex"
+
+
+def judge_record(
+    name: str,
+    user_id: str,
+    metadata: Mapping[str, Any] | None,
+    size: int | None,
+    expected: EmbedderRecord,
+) -> Literal["ok", "adopt"]:
+    """What an opened collection's metadata means for a store whose embedder is ``expected``:
+    ``ok``; ``adopt`` one with no record and the right size (written before collections
+    recorded their embedder); ``EmbedderMismatchError`` for another embedder's, and
+    ``StoreError`` for one that a stopped reindex was rebuilding.
+
+    >>> mine = EmbedderRecord("hash-384", 384)
+    >>> [judge_record("c", "u", meta, 384, mine) for meta in (record_metadata(mine), None)]
+    ['ok', 'adopt']
+    """
+    if reindex_state(metadata) is not None:
+        raise StoreError(
+            f"collection {name} was being rebuilt by a `tiermem reindex` that stopped; "
+            "run it again for this user"
+        )
+    recorded = read_record(metadata)
+    if recorded is None and size == expected.dim:
+        return "adopt"
+    if recorded != expected:
+        found = recorded or EmbedderRecord("an unrecorded embedder", size or 0)
+        raise EmbedderMismatchError(user_id, found.name, found.dim, expected.name, expected.dim)
+    return "ok"
