@@ -62,6 +62,21 @@ def _parser() -> argparse.ArgumentParser:
         "--embedder", choices=("sentence-transformers", "hash"), default="sentence-transformers"
     )
     upd.add_argument("--config", type=Path, help="tiermem's configuration (TOML), as in locomo")
+    emb = suites.add_parser(
+        "embedders", help="embedding and add() cost per 1,000 turns, beside all-MiniLM-L6-v2"
+    )
+    emb.add_argument("--data", type=Path, action="append", default=[], metavar="FILE")
+    emb.add_argument(
+        "--config",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a TOML file whose [embedder] is measured (repeatable)",
+    )
+    emb.add_argument("--turns", type=int, default=1000, help="the first N turns of each file")
+    emb.add_argument("--queries", type=int, default=50, help="questions embedded one at a time")
+    emb.add_argument("--out", type=Path, help="also write the rows as JSON here")
     loco = suites.add_parser("locomo", help="tiermem beside naive-rag, bm25, full-context")
     loco.add_argument(
         "--data",
@@ -126,8 +141,8 @@ def _parser() -> argparse.ArgumentParser:
     loco.add_argument(
         "--config",
         type=Path,
-        help="tiermem's configuration (TOML): its [delivery], [slm], ... apply; the run "
-        "sets the embedder and the storage",
+        help="tiermem's configuration (TOML): its [embedder] (for naive-rag too), "
+        "[delivery], [slm], ... apply; the run sets the storage",
     )
     abl = suites.add_parser("ablations", help="MTM growth and error injection")
     abl.add_argument("--data", type=Path, required=True)
@@ -293,6 +308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from tiermem.bench.suite import dataset_configs, run_all
                 from tiermem.settings import load_config
 
+                tiermem = load_config(args.config, {}) if args.config else TiermemConfig()
                 base = RunConfig(
                     data=Path(),  # each data set's file, in dataset_configs
                     out=args.out,
@@ -309,7 +325,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     resume=args.resume,
                     split=args.split,
                     embed_cache=args.embed_cache,
-                    tiermem=load_config(args.config, {}) if args.config else TiermemConfig(),
+                    embedder=tiermem.embedder,
+                    tiermem=tiermem,
                 )
                 run_all(dataset_configs(base, args.data, args.bursty), args.out, console)
             elif args.suite == "ablations":
@@ -395,6 +412,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                         EmbedderConfig(provider=args.embedder),
                         load_config(args.config, {}) if args.config else TiermemConfig(),
                     ),
+                    console,
+                )
+            elif args.suite == "embedders":
+                from tiermem.bench.embedders import main as embedders_main
+                from tiermem.settings import load_config
+
+                embedders_main(
+                    args.data,
+                    [load_config(path, {}).embedder for path in args.config],
+                    _positive(args.turns, "--turns"),
+                    _positive(args.queries, "--queries"),
+                    args.out,
                     console,
                 )
             elif args.suite == "mtm":

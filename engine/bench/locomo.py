@@ -77,7 +77,8 @@ class RunConfig:
     bursty: bool = False  # run the bursty variant of ``data`` (every sentence its own message)
     embed_cache: Path | None = None  # a folder of memoised vectors, shared by runs
     # tiermem's own configuration (``bench locomo --config``): its delivery, policy and roles
-    # sections apply; the run sets the embedder, the storage (under OUT) and ``--model``.
+    # sections apply; the run sets the storage (under OUT) and ``--model``. ``embedder`` is
+    # the run's, for naive-rag too (the CLI takes it from that file).
     tiermem: TiermemConfig = field(default_factory=TiermemConfig)
 
     @property

@@ -112,6 +112,18 @@ def test_bench_locomo_takes_sample_ids_and_budgets(
     assert "Recall vs delivered tokens" in capsys.readouterr().out
 
 
+def test_bench_locomo_embeds_with_the_configs_embedder_for_every_system(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    toml = tmp_path / "hash.toml"
+    toml.write_text('[embedder]\nkind = "hash"\ndim = 48\n')
+    cache = tmp_path / "cache"
+    argv = ["bench", "locomo", "--data", str(_locomo_file(tmp_path)), "--out", str(tmp_path / "o")]
+    argv += ["--systems", "tiermem,naive-rag", "--config", str(toml), "--embed-cache", str(cache)]
+    assert main(argv) == 0, capsys.readouterr().out
+    assert [p.name for p in cache.iterdir()] == ["hash-48-48.sqlite"]  # both systems' vectors
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
