@@ -282,6 +282,13 @@ def _parser() -> argparse.ArgumentParser:
         choices=("sentence-transformers", "hash"),
         help="instead of the config's (hash: model-free)",
     )
+    mcp.add_argument(
+        "--remote",
+        metavar="URL",
+        help="serve the user of a `tiermem serve` service instead (its API key from "
+        "$TIERMEM_API_KEY, or the variable --api-key-env names)",
+    )
+    mcp.add_argument("--api-key-env", default="TIERMEM_API_KEY", metavar="NAME")
     mcp.add_argument("--transport", choices=("stdio", "streamable-http"), default="stdio")
     mcp.add_argument("--host", default="127.0.0.1", help="streamable-http only")
     mcp.add_argument("--port", type=int, default=8000, help="streamable-http only")

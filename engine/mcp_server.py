@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 from tiermem.api import MemoryAPI
 from tiermem.context import DEFAULT_BUDGET_TOKENS
-from tiermem.errors import TiermemError
+from tiermem.errors import ConfigError, TiermemError
 from tiermem.service.codes import error_body
 from tiermem.service.wire import ISO_8601, FiltersIn, filters_from
 from tiermem.types import AddResult, AuditEvent, MemoryEntry, MemoryKind, SearchHit, Tier
@@ -398,19 +398,17 @@ def run_mcp(args: argparse.Namespace, console: Console) -> int:
     if args.data_dir is not None:
         environ["TIERMEM_DATA_DIR"] = str(args.data_dir)
     try:
+        user = validate_user_id(args.user)  # before anything opens
+        if args.remote is not None:
+            _serve(_remote(args, environ), user, args)
+            return 0
         config = load_config(args.config, environ)
         if args.embedder is not None:
             embedder = config.embedder.model_copy(update={"provider": args.embedder})
             config = config.model_copy(update={"embedder": embedder})
-        user = validate_user_id(args.user)  # before anything opens
         claim = None if config.data_dir is None else claim_data_dir(Path(config.data_dir))
         try:
-            with Memory(config) as memory:
-                server = build_server(memory, user, allow_forget=args.allow_forget)
-                if args.transport == "stdio":
-                    server.run("stdio")
-                else:
-                    server.run("streamable-http", host=args.host, port=args.port)
+            _serve(Memory(config), user, args)
         finally:
             if claim is not None:
                 claim.release()
@@ -418,3 +416,30 @@ def run_mcp(args: argparse.Namespace, console: Console) -> int:
         console.print(f"error: {exc}", highlight=False, markup=False, soft_wrap=True)
         return 2
     return 0
+
+
+def _remote(args: argparse.Namespace, environ: dict[str, str]) -> MemoryAPI:
+    """The service at ``--remote``, with the key from the environment (never an argument,
+    which any user of the machine can read in the process list)."""
+    from tiermem.remote import RemoteMemory
+
+    local = [f"--{name.replace('_', '-')}" for name in ("config", "data_dir", "embedder")]
+    given = [flag for flag in local if getattr(args, flag[2:].replace("-", "_")) is not None]
+    if given:
+        raise ConfigError(f"--remote serves the service's memory: drop {', '.join(given)}")
+    key = environ.get(args.api_key_env, "")
+    if not key:
+        raise ConfigError(f"--remote needs the service's API key in ${args.api_key_env}")
+    return RemoteMemory(args.remote, key)
+
+
+def _serve(memory: MemoryAPI, user: str, args: argparse.Namespace) -> None:
+    """Serve ``memory`` for ``user`` on the chosen transport until it ends, then close it."""
+    try:
+        server = build_server(memory, user, allow_forget=args.allow_forget)
+        if args.transport == "stdio":
+            server.run("stdio")
+        else:
+            server.run("streamable-http", host=args.host, port=args.port)
+    finally:
+        memory.close()
