@@ -266,7 +266,11 @@ def _parser() -> argparse.ArgumentParser:
     reindex = commands.add_parser(
         "reindex", help="embed a user's entries again with the configured embedder"
     )
-    reindex.add_argument("--user", required=True, help="the user whose collection is rebuilt")
+    which = reindex.add_mutually_exclusive_group(required=True)
+    which.add_argument("--user", help="the user whose collection is rebuilt")
+    which.add_argument(
+        "--ltm", action="store_true", help="the knowledge graph's node and edge texts instead"
+    )
     reindex.add_argument("--config", type=Path, help="a TOML file")
     reindex.add_argument("--data-dir", type=Path, help="the memory's data directory")
 
@@ -558,6 +562,9 @@ def _reindex(args: argparse.Namespace, console: Console) -> None:
     if args.data_dir is not None:
         environ["TIERMEM_DATA_DIR"] = str(args.data_dir)
     config = load_config(args.config, environ)
+    if args.ltm:
+        _reindex_ltm(config, console)
+        return
     user = validate_user_id(args.user)
     claim = None if config.data_dir is None else claim_data_dir(Path(config.data_dir))
     try:
@@ -578,6 +585,23 @@ def _reindex(args: argparse.Namespace, console: Console) -> None:
         f"reindexed {report.entries} entries with {report.embedder} (written by {before})",
         highlight=False,
     )
+
+
+def _reindex_ltm(config: TiermemConfig, console: Console) -> None:
+    """``tiermem reindex --ltm``: the graph's texts embedded again, under its writer lock."""
+    from tiermem.embedding import build_embedder
+    from tiermem.ltm.store import reembed
+
+    if config.ltm.path is None:
+        console.print("the knowledge graph is kept in memory: nothing to reindex")
+        return
+    embedder = build_embedder(config.embedder)
+    items = reembed(config.ltm.path.expanduser(), embedder)
+    where = config.ltm.path
+    if not items:
+        console.print(f"no knowledge graph items at {where}: nothing to reindex", highlight=False)
+        return
+    console.print(f"reindexed {items} graph items with {embedder.name}", highlight=False)
 
 
 def _models(args: argparse.Namespace, console: Console) -> None:

@@ -59,7 +59,7 @@ def build_components(config: TiermemConfig, clock: Clock | None = None) -> Compo
         raise
     try:
         ltm = (
-            build_ltm(config.ltm, embedder.dim, audit=journal.record_ltm)
+            build_ltm(config.ltm, embedder.dim, audit=journal.record_ltm, embedder=embedder.name)
             if config.ltm.enabled
             else None
         )
@@ -86,8 +86,11 @@ def build_components(config: TiermemConfig, clock: Clock | None = None) -> Compo
     )
 
 
-def build_ltm(config: LTMConfig, dim: int, audit: AuditSink | None = None) -> LongTermMemory:
-    """The knowledge graph under ``config.path`` (loaded if saved), or in memory."""
+def build_ltm(
+    config: LTMConfig, dim: int, audit: AuditSink | None = None, embedder: str | None = None
+) -> LongTermMemory:
+    """The knowledge graph under ``config.path`` (loaded if saved), or in memory; a saved
+    graph that another embedder than ``embedder`` wrote is ``LTMEmbedderMismatchError``."""
     if config.secret is not None:
         secret = bytes.fromhex(config.secret.get_secret_value())
     elif config.path is not None:
@@ -104,6 +107,7 @@ def build_ltm(config: LTMConfig, dim: int, audit: AuditSink | None = None) -> Lo
         ),
         merge_threshold=config.merge_threshold,
         audit=audit,
+        embedder=embedder,
     )
 
 

@@ -292,6 +292,22 @@ def _holder(pid: int | None) -> str:
     return f"process {pid}" if pid is not None else "another process"
 
 
+class LTMEmbedderMismatchError(ConfigError):
+    """The knowledge graph was embedded by another embedder than the configured one: its
+    vectors would be compared with vectors of another space. ``tiermem reindex --ltm``
+    embeds its node and edge texts again with the configured embedder."""
+
+    def __init__(self, path: object, recorded: str, configured: str) -> None:
+        self.path = str(path)
+        self.recorded = recorded
+        self.configured = configured
+        super().__init__(
+            f"the knowledge graph at {path} was embedded by {recorded}, but the configured "
+            f"embedder is {configured}: run `tiermem reindex --ltm` with this configuration "
+            "to embed it again, or configure the embedder that wrote it"
+        )
+
+
 class LTMLockedError(LTMError):
     """Another process (or another open memory in this one) holds this knowledge graph: two
     writers would overwrite each other's graph, so the second refuses to start."""

@@ -268,7 +268,7 @@ class KnowledgeGraph:
         def common(d: dict[str, Any]) -> dict[str, Any]:
             return {
                 "text": d["text"],
-                "vec": base64.b64encode(np.asarray(d["vec"], np.float32).tobytes()).decode(),
+                "vec": encode_vector(d["vec"]),
                 "provenance": sorted(d["provenance"]),
                 "first": d["first"].isoformat(),
                 "last": d["last"].isoformat(),
@@ -320,6 +320,11 @@ def _stored(r: dict[str, Any]) -> dict[str, Any]:
         datetime.fromisoformat(r["first"]),
         datetime.fromisoformat(r["last"]),
     )
+
+
+def encode_vector(vector: Vector) -> str:
+    """A vector as a saved graph holds it: float32 bytes, base64."""
+    return base64.b64encode(np.asarray(vector, np.float32).tobytes()).decode()
 
 
 def _vector(encoded: str) -> Vector:

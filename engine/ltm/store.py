@@ -24,9 +24,11 @@ from typing import Any
 
 import numpy.typing as npt
 from tiermem.changes import Change
-from tiermem.errors import LTMCorruptError, LTMError
+from tiermem.embedding.base import Embedder, EmbedMode, check_vectors
+from tiermem.errors import LTMCorruptError, LTMEmbedderMismatchError, LTMError
 from tiermem.ltm.decay import Confidence
-from tiermem.ltm.graph import DecayPolicy, KnowledgeGraph
+from tiermem.ltm.graph import DecayPolicy, KnowledgeGraph, encode_vector
+from tiermem.ltm.index import normalized
 from tiermem.ltm.persist import DirectoryLock, atomic_write, discard_leftovers
 from tiermem.ltm.provenance import Provenance
 from tiermem.ltm.update import EdgeUnit, NodeUnit, UpdateCounts, apply_units
@@ -130,9 +132,13 @@ class LongTermMemory:
         merge_threshold: float = 0.9,
         audit: AuditSink | None = None,
         read_only: bool = False,
+        embedder: str | None = None,
     ) -> None:
         self.path = path
         self.dim = dim
+        # The embedder whose vectors the graph holds: checked against a saved graph's record
+        # and recorded when saved (None checks nothing and keeps the saved record).
+        self.embedder = embedder
         self.provenance = provenance
         self.decay = decay
         self.search_policy = search_policy or SearchPolicy()
@@ -179,11 +185,15 @@ class LongTermMemory:
                 raise LTMCorruptError(file, "not a tiermem knowledge graph")
             if doc.get("version") != SCHEMA_VERSION:
                 raise LTMCorruptError(file, f"schema version {doc.get('version')!r}")
+            recorded = doc.get("embedder")  # absent in a graph saved before it was recorded
+            if self.embedder is not None and recorded not in (None, self.embedder):
+                raise LTMEmbedderMismatchError(file, str(recorded), self.embedder)
+            self.embedder = self.embedder or recorded
             if doc.get("dim") != self.dim:
                 raise LTMCorruptError(file, f"embedding dim {doc.get('dim')} is not {self.dim}")
             graph = KnowledgeGraph.from_records(self.dim, doc["graph"])
             states = {k: UserState.from_json(v) for k, v in doc["users"].items()}
-        except LTMCorruptError:
+        except (LTMCorruptError, LTMEmbedderMismatchError):
             raise
         except (ValueError, KeyError, TypeError) as exc:
             raise LTMCorruptError(file, f"{type(exc).__name__}: {exc}") from exc
@@ -194,6 +204,7 @@ class LongTermMemory:
             "schema": SCHEMA,
             "version": SCHEMA_VERSION,
             "dim": self.dim,
+            "embedder": self.embedder,
             "graph": self._graph.to_records(),
             "users": {k: s.to_json() for k, s in sorted(self._states.items())},
         }
@@ -381,3 +392,38 @@ class LongTermMemory:
         written before (see ``forget_user``)."""
         if changes and self._audit is not None:
             self._audit(changes, now, actor)
+
+
+def reembed(path: Path, embedder: Embedder) -> int:
+    """Embed every node and edge text of the graph saved under ``path`` again with
+    ``embedder``, and record it: ``tiermem reindex --ltm`` after a change of embedder. The
+    graph's writer lock is held throughout; the file is replaced atomically, so a failure
+    leaves the old graph. Returns the items embedded (0: no graph saved there)."""
+    file = path / GRAPH_FILE
+    if not file.exists():
+        return 0
+    lock = DirectoryLock.acquire(path)
+    try:
+        try:
+            doc = json.loads(file.read_bytes())
+            if doc.get("schema") != SCHEMA or doc.get("version") != SCHEMA_VERSION:
+                raise LTMCorruptError(file, "not a tiermem knowledge graph of this version")
+            items = [*doc["graph"]["nodes"], *doc["graph"]["edges"]]
+            texts = [str(r["text"]) for r in items]
+        except OSError as exc:
+            raise LTMError(f"knowledge graph at {file} cannot be read: {exc}") from exc
+        except (ValueError, KeyError, TypeError) as exc:
+            raise LTMCorruptError(file, f"{type(exc).__name__}: {exc}") from exc
+        vectors = embedder.embed(texts, EmbedMode.DOCUMENT) if texts else None
+        if vectors is not None:
+            check_vectors(vectors, len(texts), embedder.dim, embedder.name)
+            for record, vector in zip(items, vectors, strict=True):
+                record["vec"] = encode_vector(normalized(vector))
+        doc["dim"], doc["embedder"] = embedder.dim, embedder.name
+        try:
+            atomic_write(file, json.dumps(doc, separators=(",", ":")).encode())
+        except OSError as exc:
+            raise LTMError(f"cannot write the knowledge graph to {file}: {exc}") from exc
+        return len(items)
+    finally:
+        lock.release()

@@ -53,6 +53,8 @@ ERROR_CODES: tuple[tuple[str, type[e.TiermemError], int], ...] = (
     ("unknown_provider", e.UnknownProviderError, 409),
     # the user's collection was written by another embedder: `tiermem reindex --user U`
     ("embedder_mismatch", e.EmbedderMismatchError, 409),
+    # the knowledge graph was embedded by another embedder: `tiermem reindex --ltm`
+    ("ltm_embedder_mismatch", e.LTMEmbedderMismatchError, 409),
     # the service's configuration does not allow it (e.g. consolidation with LTM off)
     ("config_error", e.ConfigError, 409),
     ("closed", e.ClosedError, 503),  # shutting down
