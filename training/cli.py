@@ -1,6 +1,7 @@
-"""``tiermem train``: ``dataset`` (the selector's examples of one split), ``selector`` (LoRA,
-then the GGUF LoRA and an Ollama Modelfile) and ``converters`` (unpack llama.cpp's converters;
-``make install`` runs it so that exporting works offline).
+"""``tiermem train``: ``dataset`` (a role's examples of one split: ``--role selector`` or
+``controller``), ``selector`` (LoRA, then the GGUF LoRA and an Ollama Modelfile; or the
+cross-encoder), ``controller`` (LoRA, the same flags and export) and ``converters`` (unpack
+llama.cpp's converters; ``make install`` runs it so that exporting works offline).
 
 Only argparse and paths are imported here: the CLI's parser is built on every ``tiermem`` call.
 """
@@ -21,10 +22,23 @@ CROSS = CrossEncoderSettings()
 
 def add_train_parser(commands: Any) -> None:
     """``tiermem train ...`` under the CLI's subcommands."""
-    train = commands.add_parser("train", help="build the selector's training set, fine-tune it")
+    train = commands.add_parser("train", help="build a role's training set, fine-tune it")
     sub = train.add_subparsers(dest="train_command", required=True)
-    ds = sub.add_parser("dataset", help="a split's (question, candidate) examples as JSONL")
-    ds.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
+    ds = sub.add_parser("dataset", help="a split's examples of one role as JSONL")
+    ds.add_argument(
+        "--role",
+        choices=("selector", "controller"),
+        default="selector",
+        help="selector: (question, candidate) pairs from the read path's pools; controller: "
+        "(question, memory-shaped rewrite) from the gold evidence",
+    )
+    ds.add_argument(
+        "--data",
+        type=Path,
+        action="append",
+        required=True,
+        help="a LoCoMo-format JSON file (repeatable: each is split by its own positions)",
+    )
     ds.add_argument(
         "--split", default="train", help="by position %% 10: train (0-6), tune (7) or test (8-9)"
     )
@@ -79,6 +93,22 @@ def add_train_parser(commands: Any) -> None:
         "a sentence-transformers folder (the installed MiniLM)",
     )
     sel.add_argument("--out", type=Path, help="default: ~/.cache/tiermem/adapters/selector-...")
+    _lora_arguments(sel)
+    ctl = sub.add_parser(
+        "controller", help="LoRA-tune the controller on its dataset (GGUF export, Modelfile)"
+    )
+    ctl.add_argument(
+        "--dataset", required=True, help="from tiermem train dataset --role controller"
+    )
+    ctl.add_argument("--base", help="alias, HF folder or GGUF (default qwen0.5b)")
+    ctl.add_argument("--out", type=Path, help="default: ~/.cache/tiermem/adapters/controller-...")
+    _lora_arguments(ctl)
+    conv = sub.add_parser("converters", help="unpack llama.cpp's GGUF converters (pip download)")
+    conv.add_argument("--cache", type=Path, help="default: ~/.cache/tiermem/sdist")
+
+
+def _lora_arguments(sel: Any) -> None:
+    """The LoRA run's flags, alike for every role."""
     sel.add_argument("--rank", type=int, default=DEFAULTS.rank)
     sel.add_argument("--alpha", type=float, default=DEFAULTS.alpha)
     sel.add_argument("--dropout", type=float, default=DEFAULTS.dropout)
@@ -106,8 +136,6 @@ def add_train_parser(commands: Any) -> None:
     sel.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     sel.add_argument("--no-export", action="store_true", help="skip the GGUF LoRA and Modelfile")
     sel.add_argument("--ollama-from", help="the Modelfile's FROM (default: the base GGUF)")
-    conv = sub.add_parser("converters", help="unpack llama.cpp's GGUF converters (pip download)")
-    conv.add_argument("--cache", type=Path, help="default: ~/.cache/tiermem/sdist")
 
 
 def _count(text: str | None, option: str, default: int | None) -> int | None:
@@ -163,6 +191,8 @@ def run_train(args: argparse.Namespace, console: Console) -> int:
         _cross_encoder(args, console)
     elif args.train_command == "selector":
         _selector(args, console)
+    elif args.train_command == "controller":
+        _controller(args, console)
     else:
         from tiermem.training.export import DEFAULT_SDIST_CACHE, converters
 
@@ -171,6 +201,39 @@ def run_train(args: argparse.Namespace, console: Console) -> int:
 
 
 def _dataset(args: argparse.Namespace, console: Console) -> None:
+    if args.role != "selector":
+        from tiermem.training.roles import write_role_dataset
+
+        stats = write_role_dataset(args.role, args.data, args.split, args.out)
+        console.print(
+            f"{args.out}: {stats.examples} {args.role} examples from {stats.conversations} "
+            f"conversations; {stats.leaks_dropped} dropped for holding held-out text",
+            highlight=False,
+        )
+        return
+    if len(args.data) > 1:
+        _selector_datasets(args, console)
+        return
+    args.data = args.data[0]
+    _selector_dataset(args, console)
+
+
+def _selector_datasets(args: argparse.Namespace, console: Console) -> None:
+    """One selector dataset of several files: each written alone, then joined in order."""
+    out = args.out
+    parts = []
+    for index, data in enumerate(args.data):
+        part = out.with_name(f"{out.stem}.part{index}{out.suffix}")
+        _selector_dataset(argparse.Namespace(**{**vars(args), "data": data, "out": part}), console)
+        parts.append(part)
+    with out.open("w", encoding="utf-8") as joined:
+        for part in parts:
+            joined.write(part.read_text(encoding="utf-8"))
+            part.unlink()
+    console.print(f"{out}: the {len(parts)} files' examples joined", highlight=False)
+
+
+def _selector_dataset(args: argparse.Namespace, console: Console) -> None:
     from tiermem.config import EmbedderConfig
     from tiermem.training.dataset import TRAIN_NEGATIVES, DatasetConfig, write_dataset
 
@@ -198,11 +261,7 @@ def _dataset(args: argparse.Namespace, console: Console) -> None:
     )
 
 
-def _selector(args: argparse.Namespace, console: Console) -> None:
-    from tiermem.training.lora import TrainConfig, default_out, train_selector
-
-    if "," in args.dataset or args.tune:
-        raise TrainingInputError("--arch lora trains on one dataset and takes no --tune")
+def _settings(args: argparse.Namespace) -> LoraSettings:
     settings = LoraSettings(
         rank=args.rank,
         alpha=args.alpha,
@@ -218,11 +277,42 @@ def _selector(args: argparse.Namespace, console: Console) -> None:
         checkpoint_every=args.checkpoint_every,
     )
     settings.check()
+    return settings
+
+
+def _selector(args: argparse.Namespace, console: Console) -> None:
+    from tiermem.training.lora import TrainConfig, default_out, train_selector
+
+    if "," in args.dataset or args.tune:
+        raise TrainingInputError("--arch lora trains on one dataset and takes no --tune")
+    base = args.base or "qwen0.5b"
+    config = TrainConfig(
+        _dataset_file(args), base, args.out or default_out(base), _settings(args), args.resume
+    )
+    _run_lora(args, console, lambda step: train_selector(config, step))
+
+
+def _controller(args: argparse.Namespace, console: Console) -> None:
+    from tiermem.slm.prompts import controller
+    from tiermem.training.generation import default_out, train_role
+    from tiermem.training.lora import TrainConfig
+
+    base = args.base or "qwen0.5b"
+    out = args.out or default_out("controller", base, controller.VERSION)
+    config = TrainConfig(_dataset_file(args), base, out, _settings(args), args.resume)
+    _run_lora(args, console, lambda step: train_role("controller", config, step))
+
+
+def _dataset_file(args: argparse.Namespace) -> Path:
     dataset = Path(args.dataset)
     if not dataset.is_file():
         raise TrainingInputError(f"dataset {dataset} does not exist")
-    base = args.base or "qwen0.5b"
-    out = args.out or default_out(base)
+    return dataset
+
+
+def _run_lora(args: argparse.Namespace, console: Console, train: Any) -> None:
+    """A LoRA run under a progress bar, its summary, and the GGUF export."""
+    settings = _settings(args)
     with _progress(console) as progress:
         task = progress.add_task("training", total=None)
 
@@ -238,8 +328,7 @@ def _selector(args: argparse.Namespace, console: Console) -> None:
                 console.print(f"step {done}/{total} mean loss {mean:.3f} {seconds:.0f} s")
                 recent.clear()
 
-        config = TrainConfig(dataset, base, out, settings, args.resume)
-        result = train_selector(config, step)
+        result = train(step)
     losses = result.losses
     console.print(
         f"{result.steps} steps on {result.examples} examples in {result.seconds:.0f} s "

@@ -32,6 +32,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import TypeVar
 
 from tiermem.bench.datasets import load_dataset
 from tiermem.bench.datasets.conversation import Conversation, Question
@@ -49,6 +50,7 @@ from tiermem.slm.roles import cross_encoder
 from tiermem.training import TrainingInputError
 from tiermem.types import SearchFilters
 
+_T = TypeVar("_T")
 # Position in the file modulo ten -> split.
 SPLITS: dict[str, tuple[int, ...]] = {"train": tuple(range(7)), "tune": (7,), "test": (8, 9)}
 # The CLI's cap on negatives per question for the train split (about one positive in four
@@ -320,14 +322,20 @@ def write_dataset(
 
 def read_examples(path: Path) -> list[Example]:
     """The examples of a JSONL file written by :func:`write_dataset`."""
+    return read_lines(path, Example.from_json, "a tiermem training set")
+
+
+def read_lines(path: Path, parse: Callable[[str], _T], what: str) -> list[_T]:
+    """Each non-blank line of ``path`` parsed; a missing or malformed file is a
+    ``TrainingInputError`` saying it is not ``what``."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError as exc:
         raise TrainingInputError(f"dataset {path} does not exist") from exc
     try:
-        return [Example.from_json(line) for line in lines if line.strip()]
+        return [parse(line) for line in lines if line.strip()]
     except (ValueError, KeyError, TypeError) as exc:
-        raise TrainingInputError(f"{path} is not a tiermem training set: {exc}") from exc
+        raise TrainingInputError(f"{path} is not {what}: {exc}") from exc
 
 
 __all__ = [

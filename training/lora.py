@@ -165,47 +165,85 @@ def train_selector(config: TrainConfig, progress: ProgressCallback | None = None
     picked = sample_groups(questions, settings.max_examples, settings.seed)
     if not picked:
         raise TrainingInputError(f"dataset {config.dataset} holds no example")
+    base, device, precision, model, tokenizer = prepare(config)
+    groups = [encode_group(tokenizer, g) for g in picked]
+    examples = sum(g.size for g in groups)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    per_epoch = math.ceil(len(groups) / settings.batch_size)
+    fingerprint = {"settings": asdict(settings), "base": str(base.hf_dir), "n": examples}
+
+    def loss_at(step: int) -> torch.Tensor:
+        epoch, index = divmod(step, per_epoch)
+        positions = group_order(len(groups), settings.batch_size, settings.seed, epoch)[index]
+        return step_loss(model, [groups[i] for i in positions], pad_id, device)
+
+    run = Run(config, base, device, precision, examples, per_epoch * settings.epochs)
+    return run_steps(run, model, loss_at, fingerprint, relevance.VERSION, progress)
+
+
+def prepare(config: TrainConfig) -> tuple[BaseModel, str, str, Any, Any]:
+    """The base, device and precision of a run, and the base with fresh LoRA layers on it
+    (seeded) and its tokenizer."""
+    settings = config.settings
     base = resolve_base(config.base)
     device = pick_device(settings.device)
     precision = pick_precision(settings.precision, device)
     torch.manual_seed(settings.seed)
     dtype = torch.bfloat16 if precision == "bfloat16" else torch.float32
     model, tokenizer = load_base(base, device, dtype)
-    model = with_lora(model, settings)
-    groups = [encode_group(tokenizer, g) for g in picked]
-    examples = sum(g.size for g in groups)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    per_epoch = math.ceil(len(groups) / settings.batch_size)
-    total = per_epoch * settings.epochs
+    return base, device, precision, with_lora(model, settings), tokenizer
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """What a LoRA run is, once its base is loaded and its examples encoded."""
+
+    config: TrainConfig
+    base: BaseModel
+    device: str
+    precision: str
+    examples: int
+    total: int  # steps
+
+
+def run_steps(
+    run: Run,
+    model: Any,
+    loss_at: Callable[[int], torch.Tensor],
+    fingerprint: dict[str, object],
+    prompt_version: str,
+    progress: ProgressCallback | None = None,
+) -> TrainResult:
+    """The optimiser's steps over ``loss_at(step)`` from where a resumed run left off, with
+    checkpoints; then the adapter and ``train.json`` under ``run.config.out``. Every role's
+    LoRA run ends here."""
+    config, settings = run.config, run.config.settings
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=settings.learning_rate)
-    schedule = warmup_then_linear(optimizer, total, settings.warmup_ratio)
-    fingerprint = {"settings": asdict(settings), "base": str(base.hf_dir), "n": examples}
+    schedule = warmup_then_linear(optimizer, run.total, settings.warmup_ratio)
     start, losses = resume_point(config, model, optimizer, schedule, fingerprint)
     started, cpu_started = time.perf_counter(), time.process_time()
     model.train()
-    for step in range(start, total):
-        epoch, index = divmod(step, per_epoch)
-        positions = group_order(len(groups), settings.batch_size, settings.seed, epoch)[index]
-        loss = step_loss(model, [groups[i] for i in positions], pad_id, device)
+    for step in range(start, run.total):
+        loss = loss_at(step)
         torch.autograd.backward(loss)
         optimizer.step()
         schedule.step()
         optimizer.zero_grad(set_to_none=True)
         losses.append(float(loss.detach()))
-        if (step + 1) % settings.checkpoint_every == 0 or step + 1 == total:
+        if (step + 1) % settings.checkpoint_every == 0 or step + 1 == run.total:
             checkpoint.save(config.out, step + 1, model, optimizer, schedule, losses, fingerprint)
         if progress is not None:
-            progress(step + 1, total, losses[-1])
+            progress(step + 1, run.total, losses[-1])
     seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     adapter = config.out / "adapter"
     model.save_pretrained(adapter)
     model.eval()
     result = TrainResult(
-        config.out, adapter, base, examples, total, start, seconds, cpu_seconds, losses,
-        device, precision, model,
+        config.out, adapter, run.base, run.examples, run.total, start, seconds, cpu_seconds,
+        losses, run.device, run.precision, model,
     )  # fmt: skip
-    write_summary(config, result)
+    write_summary(config, result, prompt_version)
     return result
 
 
@@ -248,13 +286,15 @@ def resume_point(
     return restored.step, restored.losses
 
 
-def write_summary(config: TrainConfig, result: TrainResult) -> Path:
+def write_summary(
+    config: TrainConfig, result: TrainResult, prompt_version: str = relevance.VERSION
+) -> Path:
     path = config.out / "train.json"
     summary = {
         "dataset": str(config.dataset),
         "base": {"name": result.base.name, "hf_dir": str(result.base.hf_dir),
                  "gguf": str(result.base.gguf) if result.base.gguf else None},
-        "prompt_version": relevance.VERSION,
+        "prompt_version": prompt_version,
         "settings": asdict(config.settings),
         "device": result.device,
         "precision": result.precision,

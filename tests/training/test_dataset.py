@@ -182,3 +182,17 @@ def test_a_longer_file_is_split_by_position_modulo_ten(tmp_path: Path) -> None:
     assert found["tune"] == [7, 17]
     assert found["test"] == [8, 9, 18, 19]
     assert found["train"] == [*range(7), *range(10, 17), 20, 21, 22]
+
+
+def test_the_cli_joins_the_selector_examples_of_several_files(
+    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tiermem.cli import main
+
+    alone, joined = tmp_path / "alone.jsonl", tmp_path / "joined.jsonl"
+    base = ["train", "dataset", "-k", "2", "--embedder", "hash", "--negatives", "1"]
+    assert main([*base, "--data", str(data), "--out", str(alone)]) == 0
+    assert main([*base, "--data", str(data), "--data", str(data), "--out", str(joined)]) == 0
+    assert joined.read_text() == alone.read_text() * 2  # each file by its own split, in order
+    assert [p.name for p in tmp_path.glob("joined*")] == ["joined.jsonl"]  # no part left
+    assert "the 2 files' examples joined" in capsys.readouterr().out

@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 import torch
 from tiermem.cli import main
-from tiermem.slm import models
 from tiermem.slm.prompts import relevance
 from tiermem.training import TrainingInputError
 from tiermem.training.batches import answer_logits, encode, encode_group, group_logits
@@ -75,29 +74,13 @@ def _examples() -> list[Example]:
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def tiny(tiny_base: dict[str, Any]) -> dict[str, Any]:
     """The tiny base folder, its tokenizer, a dataset file and one training run on it."""
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    gguf = models.cache_path("smollm2")
-    if not gguf.is_file():
-        pytest.fail("this test takes SmolLM2's tokenizer: tiermem models install smollm2")
-    root = tmp_path_factory.mktemp("tiny")
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
-        tie_word_embeddings=True, bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )  # fmt: skip
-    base = root / "base"
-    LlamaForCausalLM(config).save_pretrained(base)
-    tokenizer.save_pretrained(base)
+    root, base = tiny_base["root"], tiny_base["base"]
     dataset = root / "train.jsonl"
     dataset.write_text("".join(e.to_json() + "\n" for e in _examples()))
     result = train_selector(TrainConfig(dataset, str(base), root / "run", SETTINGS))
-    return {"root": root, "base": base, "tokenizer": tokenizer, "dataset": dataset, "run": result}
+    return {**tiny_base, "dataset": dataset, "run": result}
 
 
 def _logits(model: Any, tokenizer: Any, example: Example) -> torch.Tensor:
