@@ -119,7 +119,7 @@ def group_order(n: int, per_step: int, seed: int, epoch: int) -> list[list[int]]
     return [order[i : i + per_step] for i in range(0, n, per_step)]
 
 
-def _parts(model: Any) -> tuple[Any, Any]:
+def decoder_and_head(model: Any) -> tuple[Any, Any]:
     """The decoder stack and the output head, under peft's wrapper or without it."""
     inner = model.get_base_model() if hasattr(model, "get_base_model") else model
     return inner.get_decoder(), inner.get_output_embeddings()
@@ -128,7 +128,7 @@ def _parts(model: Any) -> tuple[Any, Any]:
 def group_logits(model: Any, group: Group, pad_id: int, device: str) -> torch.Tensor:
     """The answer position's logits of each of the group's examples (float32), the shared
     prefix evaluated once."""
-    decoder, head = _parts(model)
+    decoder, head = decoder_and_head(model)
     n, shared = group.size, len(group.prefix)
     width = max(len(s) for s in group.suffixes)
     ids = torch.full((n, width), pad_id, dtype=torch.long)
@@ -159,7 +159,7 @@ def group_logits(model: Any, group: Group, pad_id: int, device: str) -> torch.Te
 
 def answer_logits(model: Any, tokenizer: Any, examples: Sequence[Example]) -> torch.Tensor:
     """The answer position's logits of each example evaluated whole (float32)."""
-    decoder, head = _parts(model)
+    decoder, head = decoder_and_head(model)
     device = next(model.parameters()).device
     rows = []
     for e in examples:
@@ -174,6 +174,7 @@ __all__ = [
     "answer_logits",
     "answer_token",
     "common_prefix",
+    "decoder_and_head",
     "encode",
     "encode_group",
     "group_logits",

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 from tiermem.training import TrainingInputError
-from tiermem.training.batches import prompt_text
+from tiermem.training.batches import decoder_and_head, prompt_text
 from tiermem.training.lora import (
     DEFAULT_ADAPTERS,
     ProgressCallback,
@@ -68,13 +68,13 @@ def batch_loss(
         ids[row, : len(tokens)] = torch.tensor(tokens)
         labels[row, : len(targets)] = torch.tensor(targets)
         mask[row, : len(tokens)] = 1
-    logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
-    # position t predicts token t + 1
-    return torch.nn.functional.cross_entropy(
-        logits[:, :-1].reshape(-1, logits.shape[-1]),
-        labels[:, 1:].reshape(-1).to(logits.device),
-        ignore_index=IGNORED,
-    )
+    decoder, head = decoder_and_head(model)
+    hidden = decoder(input_ids=ids.to(device), attention_mask=mask.to(device)).last_hidden_state
+    # position t predicts token t + 1; the head (a vocabulary wide) runs on the answer's only
+    following = labels[:, 1:].to(hidden.device)
+    answered = following != IGNORED
+    logits = head(hidden[:, :-1][answered]).float()
+    return torch.nn.functional.cross_entropy(logits, following[answered])
 
 
 def _picked(examples: list[RoleExample], limit: int | None, seed: int) -> list[RoleExample]:

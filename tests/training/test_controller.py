@@ -173,3 +173,29 @@ def test_the_cli_builds_the_dataset_trains_and_exports(
                  "--split", "test", "--out", str(root / "test.jsonl")])  # fmt: skip
     assert code == 2  # positions 8-9: the 8 conversations have none
     assert "no controller example in the test split" in capsys.readouterr().out
+
+
+def test_the_loss_is_the_whole_sequences_loss_over_the_answer(tiny_base: dict[str, Any]) -> None:
+    """The head runs on the answer's positions only; the loss is what the full logits give."""
+    from tiermem.training.generation import batch_loss
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_base["base"])
+    rows = [encode_answer(tiny_base["tokenizer"], e) for e in _examples(tiny_base)[:3]]
+    width = max(len(ids) for ids, _ in rows)
+    ids = torch.zeros((3, width), dtype=torch.long)
+    labels = torch.full((3, width), IGNORED)
+    mask = torch.zeros((3, width), dtype=torch.long)
+    for row, (tokens, targets) in enumerate(rows):
+        ids[row, : len(tokens)], labels[row, : len(targets)] = (
+            torch.tensor(tokens),
+            torch.tensor(targets),
+        )
+        mask[row, : len(tokens)] = 1
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=mask).logits
+        whole = torch.nn.functional.cross_entropy(
+            logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1),
+            ignore_index=IGNORED,
+        )  # fmt: skip
+        assert float(batch_loss(model, rows, 0, "cpu")) == pytest.approx(float(whole), abs=1e-4)
