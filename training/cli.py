@@ -289,7 +289,7 @@ def _selector(args: argparse.Namespace, console: Console) -> None:
     config = TrainConfig(
         _dataset_file(args), base, args.out or default_out(base), _settings(args), args.resume
     )
-    _run_lora(args, console, lambda step: train_selector(config, step))
+    _run_lora(args, console, config.settings, lambda step: train_selector(config, step))
 
 
 def _controller(args: argparse.Namespace, console: Console) -> None:
@@ -300,7 +300,7 @@ def _controller(args: argparse.Namespace, console: Console) -> None:
     base = args.base or "qwen0.5b"
     out = args.out or default_out("controller", base, controller.VERSION)
     config = TrainConfig(_dataset_file(args), base, out, _settings(args), args.resume)
-    _run_lora(args, console, lambda step: train_role("controller", config, step))
+    _run_lora(args, console, config.settings, lambda step: train_role("controller", config, step))
 
 
 def _dataset_file(args: argparse.Namespace) -> Path:
@@ -310,9 +310,10 @@ def _dataset_file(args: argparse.Namespace) -> Path:
     return dataset
 
 
-def _run_lora(args: argparse.Namespace, console: Console, train: Any) -> None:
+def _run_lora(
+    args: argparse.Namespace, console: Console, settings: LoraSettings, train: Any
+) -> None:
     """A LoRA run under a progress bar, its summary, and the GGUF export."""
-    settings = _settings(args)
     with _progress(console) as progress:
         task = progress.add_task("training", total=None)
 
