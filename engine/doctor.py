@@ -6,8 +6,9 @@ fails that one line, names the signal, and the next check still runs. The checks
 llama.cpp build against this CPU, the configured embedder (``--config``, else the embedded
 default: it embeds one short text, then a batch, and reports its name, dimension and
 latency, or the typed error: an unreachable server, a dimension the model does not make),
-and every installed GGUF model, which loads and generates a few tokens (prefill and decode
-tokens/s are printed).
+and every installed GGUF model: a chat model loads and generates a few tokens (prefill and
+decode tokens/s are printed), an embedding model (``nomic-embed``) embeds as the embedder check
+does.
 
 >>> describe_exit(-4)
 'killed by SIGILL (illegal instruction: the build uses a CPU feature this process may not use)'
@@ -24,6 +25,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tiermem.embedding.base import Embedder
 
 _HINTS = {
     signal.SIGILL: "illegal instruction: the build uses a CPU feature this process may not use",
@@ -86,7 +91,7 @@ def run_checks(
     """Every check, each in its own process. ``allow_amx``: accept (and try) a build with
     llama.cpp's AMX kernels, as ``BackendConfig.allow_amx`` would. ``config``: the TOML file
     whose embedder is probed (read with the environment, as the CLI reads it)."""
-    from tiermem.slm.models import installed
+    from tiermem.slm.models import MODELS, installed
 
     amx = ("--allow-amx",) if allow_amx else ()
     embedder = (str(config),) if config is not None else ()
@@ -96,8 +101,15 @@ def run_checks(
     ]
     found = installed(models_dir)
     for alias, path in found.items():
-        if path is not None:
-            checks.append(run_probe(alias, _probe_argv("model", str(path), *amx), timeout_s))
+        if path is None:
+            continue
+        dim = MODELS[alias].embedding_dim
+        argv = (
+            _probe_argv("model", str(path), *amx)
+            if dim is None
+            else _probe_argv("embedding-model", str(path), str(dim))
+        )
+        checks.append(run_probe(alias, argv, timeout_s))
     if not any(found.values()):
         checks.append(
             Check("models", True, "none installed (tiermem models install qwen0.5b); skipped")
@@ -124,16 +136,30 @@ def _probe_build(allow_amx: bool) -> tuple[bool, str]:
 
 
 def _probe_embedder(config_file: str | None = None) -> tuple[bool, str]:
-    """The configured embedder: the first call (a model loads, a server wakes its model),
-    one short text, then a batch of 64."""
+    """The configured embedder."""
     import os
 
     from tiermem.embedding import build_embedder
-    from tiermem.embedding.base import EmbedMode
     from tiermem.settings import load_config
 
     config = load_config(Path(config_file) if config_file else None, os.environ)
-    embedder = build_embedder(config.embedder)
+    return _time_embedder(build_embedder(config.embedder))
+
+
+def _probe_embedding_model(path: str, dim: str) -> tuple[bool, str]:
+    """An installed GGUF embedding model, as ``embedder.kind = "llamacpp"`` would load it."""
+    from tiermem.config import LlamaCppEmbedderConfig
+    from tiermem.embedding import build_embedder
+
+    config = LlamaCppEmbedderConfig.model_validate({"kind": "llamacpp", "model": path, "dim": dim})
+    return _time_embedder(build_embedder(config))
+
+
+def _time_embedder(embedder: Embedder) -> tuple[bool, str]:
+    """The first call (a model loads, a server wakes its model), one short text, then a batch
+    of 64."""
+    from tiermem.embedding.base import EmbedMode
+
     started = time.perf_counter()
     embedder.embed(["warm up"], EmbedMode.DOCUMENT)
     first_s = time.perf_counter() - started
@@ -164,6 +190,8 @@ def _probe(kind: str, args: Sequence[str], allow_amx: bool) -> int:
     try:
         if kind == "model":
             ok, detail = _probe_model(args[0], allow_amx)
+        elif kind == "embedding-model":
+            ok, detail = _probe_embedding_model(args[0], args[1])
         elif kind == "build":
             ok, detail = _probe_build(allow_amx)
         else:
@@ -176,7 +204,9 @@ def _probe(kind: str, args: Sequence[str], allow_amx: bool) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tiermem.doctor")
-    parser.add_argument("--probe", required=True, choices=("build", "embedder", "model"))
+    parser.add_argument(
+        "--probe", required=True, choices=("build", "embedder", "embedding-model", "model")
+    )
     parser.add_argument("args", nargs="*")
     parser.add_argument("--allow-amx", action="store_true")
     args = parser.parse_args(argv)

@@ -38,6 +38,7 @@ class ModelSpec:
     architecture: str
     locate_parts: Callable[[], list[Path]]
     member: ZipMember | None = None  # the parts are an archive's tail and the model this member
+    embedding_dim: int | None = None  # an embedding model (embedder.kind = "llamacpp"), not chat
 
 
 def _module_file(module: str, relative: str) -> Path:
@@ -126,6 +127,7 @@ MODELS: dict[str, ModelSpec] = {
             size=274_290_560,
             crc32=0xC2895549,
         ),
+        embedding_dim=768,
     ),
 }
 

@@ -67,17 +67,45 @@ def test_the_embedder_probe_reports_the_configured_embedder(
     assert answer["detail"].startswith("EmbedderUnavailableError: ollama:nomic-embed-text at ")
 
 
-def test_doctor_probes_the_embedder_its_config_names(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    probed: dict[str, list[str]] = {}
+@pytest.fixture
+def probed(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
+    """Each probe's command line, by check name; every check answers ok."""
+    seen: dict[str, list[str]] = {}
 
     def record(name: str, argv: list[str], timeout_s: float) -> doctor.Check:
-        probed[name] = argv
+        seen[name] = argv
         return doctor.Check(name, True, "x")
 
     monkeypatch.setattr(doctor, "run_probe", record)
+    return seen
+
+
+def test_doctor_probes_the_embedder_its_config_names(
+    probed: dict[str, list[str]], tmp_path: Path
+) -> None:
     config = tmp_path / "tiermem.toml"
     config.write_text('[embedder]\nprovider = "hash"\n')
     assert main(["doctor", "--cache", str(tmp_path), "--config", str(config)]) == 0
     assert probed["embedder"][-3:] == ["--probe", "embedder", str(config)]
+
+
+def test_an_installed_embedding_model_is_probed_as_an_embedder(
+    probed: dict[str, list[str]], tmp_path: Path
+) -> None:
+    for name in ("nomic-embed-text-v1.5.f16.gguf", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"):
+        (tmp_path / name).write_bytes(b"GGUF")
+    assert main(["doctor", "--cache", str(tmp_path)]) == 0
+    nomic = str(tmp_path / "nomic-embed-text-v1.5.f16.gguf")
+    assert probed["nomic-embed"][-4:] == ["--probe", "embedding-model", nomic, "768"]
+    assert probed["qwen0.5b"][-3:-1] == ["--probe", "model"]  # a chat model generates
+
+
+def test_the_embedding_model_probe_reports_a_file_it_cannot_load(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = tmp_path / "nomic-embed-text-v1.5.f16.gguf"
+    broken.write_bytes(b"GGUF")
+    assert doctor._probe("embedding-model", [str(broken), "768"], allow_amx=False) == 1
+    answer = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert answer["ok"] is False
+    assert answer["detail"].startswith("EmbedderError: ")
