@@ -501,6 +501,7 @@ class DeliveryConfig(_Section):
     decay: float = Field(default=0.7, ge=0, le=1)
     reach: int = Field(default=4, ge=0)
     member: float = Field(default=0.9, ge=0, le=1)
+    piece: float = Field(default=0.5, ge=0, le=1)
     distinct: bool = True
     cut: float = Field(default=0.0, ge=0, le=1)
     fall_off: float = Field(default=0.0, ge=0, le=1)

@@ -31,6 +31,9 @@ class Expansion:
     of that burst worth ``decay`` times the one before; ``reach``: the most neighbours
     offered on each side; ``member``: each turn of a hit of several turns (an exchange) on
     its own, for when the whole does not fit (a long answer to a short question);
+    ``piece``: the share of its rank's value that a hit is worth when it is a piece of a
+    long turn (``tiermem.roles.extract.CHUNK_WORDS``): it matched a part, the budget pays for
+    the whole, and one long answer cut in many pieces would otherwise hold many ranks;
     ``distinct``: a hit whose turns better hits already found takes no rank of its own.
     ``cut``: units worth less than this share of the best unit are not delivered.
     ``fall_off``: a hit is delivered only if one of its retrievers scored it at least this
@@ -47,6 +50,7 @@ class Expansion:
     decay: float = 0.7
     reach: int = 4
     member: float = 0.9
+    piece: float = 0.5
     distinct: bool = True
     cut: float = 0.0
     fall_off: float = 0.0

@@ -182,7 +182,10 @@ def hit_units(
         if hit.tier is Tier.LTM or not own:
             units.append(Unit((), value, render_memory(hit.item)))
             continue
-        units.append(Unit(own, value, fallback=_piece(hit, turns)))
+        piece = _piece(hit, turns)
+        if piece is not None:
+            value *= expansion.piece
+        units.append(Unit(own, value, fallback=piece))
         if len(own) > 1 and expansion.member > 0:  # when the whole does not fit, its parts
             units.extend(Unit((t,), value * expansion.member) for t in own)
         for step, edge in ((1, turns[own[-1]]), (-1, turns[own[0]])):

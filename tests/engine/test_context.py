@@ -88,6 +88,25 @@ def test_neighbours_are_worth_a_share_of_their_hit_and_a_cut_drops_the_weak() ->
     assert [u.turn_ids for u in cut] == [("s1:1",), ("s1:2",), ("s2:1",)]
 
 
+def test_a_piece_of_a_long_turn_is_worth_a_share_of_its_rank() -> None:
+    from tiermem.types import MemoryEntry, MemoryKind, ScoreExplanation, SearchHit
+
+    turns = _turns()
+    long_answer = "Ben: The orchestra plays Mahler"  # what a piece of s2:0 would hold
+    piece = MemoryEntry("p", "u", long_answer, MemoryKind.TURN, T0, T0, source_turn_ids=("s2:0",))
+    hits = [SearchHit(piece, 1.0, ScoreExplanation({}, "")), *_hits([("s1:2",)])]
+    plain = Expansion(reply=0, previous=0, burst=0, member=0)
+    units = hit_units(hits, turns, replace(plain, piece=0.4))
+    # the piece matched a part and the budget pays for the whole turn: the next hit, whole
+    # and cheap, goes first; the piece is still the fallback when the whole does not fit
+    assert [(u.turn_ids, u.value) for u in units] == [(("s1:2",), 0.5), (("s2:0",), 0.4)]
+    assert units[1].fallback is not None and units[1].fallback.endswith(long_answer)
+    whole = hit_units(_hits([("s2:0",), ("s1:2",)]), turns, replace(plain, piece=0.4))
+    assert [(u.turn_ids, u.value) for u in whole] == [(("s2:0",), 1.0), (("s1:2",), 0.5)]
+    unshared = hit_units(hits, turns, replace(plain, piece=1.0))
+    assert [u.turn_ids for u in unshared] == [("s2:0",), ("s1:2",)]
+
+
 def _burst_turns() -> dict[str, ContextTurn]:
     said = [
         ("Ana", "Which colour did you pick for the sofa?"),
@@ -147,9 +166,12 @@ def test_an_exchange_too_long_for_the_budget_still_delivers_its_turns() -> None:
 def _hits(turn_sets: list[tuple[str, ...]]) -> list:  # type: ignore[type-arg]
     from tiermem.types import MemoryEntry, MemoryKind, ScoreExplanation, SearchHit
 
-    return [
+    lines = {t.turn_id: t.line for t in (*_turns().values(), *_burst_turns().values())}
+    return [  # a hit of one turn holds the turn's own line (a piece of it holds less)
         SearchHit(
-            MemoryEntry(f"m{i}", "u", "x", MemoryKind.TURN, T0, T0, source_turn_ids=ids),
+            MemoryEntry(
+                f"m{i}", "u", lines.get(ids[0], "x"), MemoryKind.TURN, T0, T0, source_turn_ids=ids
+            ),
             1.0 / (i + 1),
             ScoreExplanation({}, ""),
         )
