@@ -100,7 +100,9 @@ def test_a_piece_of_a_long_turn_is_worth_a_share_of_its_rank() -> None:
     # the piece matched a part and the budget pays for the whole turn: the next hit, whole
     # and cheap, goes first; the piece is still the fallback when the whole does not fit
     assert [(u.turn_ids, u.value) for u in units] == [(("s1:2",), 0.5), (("s2:0",), 0.4)]
-    assert units[1].fallback is not None and units[1].fallback.endswith(long_answer)
+    fallback = units[1].fallback
+    assert fallback is not None
+    assert fallback.endswith(long_answer)
     whole = hit_units(_hits([("s2:0",), ("s1:2",)]), turns, replace(plain, piece=0.4))
     assert [(u.turn_ids, u.value) for u in whole] == [(("s2:0",), 1.0), (("s1:2",), 0.5)]
     unshared = hit_units(hits, turns, replace(plain, piece=1.0))
