@@ -87,11 +87,18 @@ def neighbours(
 
 
 def _piece(hit: SearchHit, turns: Mapping[str, ContextTurn]) -> str | None:
-    """The hit's own text when it is a piece of one long turn (what matched in it)."""
+    """The hit's own text when it is a piece of one long turn (what matched in it): a
+    shorter run of the turn's own words under its speaker. An entry whose text was edited
+    (``update``) is a memory of the turn, not a piece of it."""
     ids = hit.source_turn_ids
     if hit.entry.kind is not MemoryKind.TURN or len(ids) != 1:
         return None
-    return render_memory(hit.item) if hit.entry.text != turns[ids[0]].line else None
+    turn = turns[ids[0]]
+    prefix = f"{turn.speaker}: "
+    if not hit.entry.text.startswith(prefix):
+        return None
+    part, whole = (" ".join(t.split()) for t in (hit.entry.text[len(prefix) :], turn.text))
+    return render_memory(hit.item) if len(part) < len(whole) and part in whole else None
 
 
 def later_statements(

@@ -109,6 +109,22 @@ def test_a_piece_of_a_long_turn_is_worth_a_share_of_its_rank() -> None:
     assert [u.turn_ids for u in unshared] == [("s2:0",), ("s1:2",)]
 
 
+def test_an_edited_turn_entry_is_not_a_piece_of_its_turn() -> None:
+    from tiermem.types import MemoryEntry, MemoryKind, ScoreExplanation, SearchHit
+
+    turns = _turns()
+    plain = Expansion(reply=0, previous=0, burst=0, member=0, piece=0.4)
+    # ``update`` gave the entry new words: it is the turn's memory, worth its whole rank
+    edited = "Ben: The orchestra plays Bruckner on Friday."
+    entry = MemoryEntry("e", "u", edited, MemoryKind.TURN, T0, T0, source_turn_ids=("s2:0",))
+    hits = [SearchHit(entry, 1.0, ScoreExplanation({}, "")), *_hits([("s1:2",)])]
+    units = hit_units(hits, turns, plain)
+    assert [(u.turn_ids, u.value, u.fallback) for u in units] == [
+        (("s2:0",), 1.0, None),
+        (("s1:2",), 0.5, None),
+    ]
+
+
 def _burst_turns() -> dict[str, ContextTurn]:
     said = [
         ("Ana", "Which colour did you pick for the sofa?"),
