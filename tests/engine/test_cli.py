@@ -90,8 +90,10 @@ def _locomo_file(tmp_path: Path) -> Path:
 def test_bench_locomo_takes_sample_ids_and_budgets(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tiermem.bench import locomo
+    from tiermem.bench import locomo, suite
 
+    # suite is imported before the patch, or it would keep the spy as its RunConfig for good
+    assert suite.RunConfig is locomo.RunConfig
     seen = {}
     real_config = locomo.RunConfig
 
