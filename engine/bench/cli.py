@@ -318,6 +318,7 @@ def parse_budgets(text: str | None) -> tuple[int, ...] | None:
 
 
 def positive(value: int, option: str) -> int:
+    """``value`` of ``option`` if it is above zero, else an ``InvalidInputError``."""
     if value <= 0:
         raise InvalidInputError(f"{option} must be positive, got {value}")
     return value
