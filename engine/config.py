@@ -505,12 +505,13 @@ class DeliveryConfig(_Section):
     distinct: bool = True
     cut: float = Field(default=0.0, ge=0, le=1)
     fall_off: float = Field(default=0.0, ge=0, le=1)
-    later: float = Field(default=0.0, ge=0, le=1)  # in context(); answer(): answer_later
+    later: float = Field(default=0.05, ge=0, le=1)  # in context(); answer(): answer_later
     answer_later: float = Field(default=0.6, ge=0, le=1)
     later_hits: int = Field(default=4, ge=0)
     later_per_hit: int = Field(default=2, ge=0)
     later_similarity: float = Field(default=0.5, ge=-1, le=1)
     later_max_tokens: int = Field(default=80, ge=0)
+    later_retrieved: bool = True
 
 
 class JournalConfig(_Section):

@@ -42,7 +42,9 @@ class Expansion:
     changed fact's new value), for the first ``later_hits`` hits, at most ``later_per_hit``
     each, at cosine ``later_similarity`` or more to the hit, by the hit's own speaker, of at
     most ``later_max_tokens`` (``tiermem.pipeline.deliver.later_statements``); 0 offers
-    none."""
+    none. ``later_retrieved``: a later statement that retrieval returned too is offered at
+    that share as well, beyond ``later_per_hit`` (it keeps its own rank when that is worth
+    more): the newest statement of a changed fact often ranks below the old one."""
 
     reply: float = 0.5
     previous: float = 0.3
@@ -54,11 +56,12 @@ class Expansion:
     distinct: bool = True
     cut: float = 0.0
     fall_off: float = 0.0
-    later: float = 0.0
+    later: float = 0.05
     later_hits: int = 4
     later_per_hit: int = 2
     later_similarity: float = 0.5
     later_max_tokens: int = 80
+    later_retrieved: bool = True
 
 
 NO_EXPANSION = Expansion(reply=0.0, previous=0.0, burst=0.0, member=0.0, fall_off=0.0, later=0.0)
@@ -92,9 +95,9 @@ class DeliveryPolicy:
     def answer_expansion(self) -> Expansion:
         """``answer()``'s expansion: its few hits (``generator.max_memories``) miss the later
         statements that a budget's many hits find by themselves, so they are offered there
-        at ``answer_later`` (measured: offered in ``context()`` at 0.6 of a hit, they cost
-        6.3 points of LoCoMo recall at 300 tokens; LongMemEval-S's knowledge updates
-        unchanged)."""
+        at ``answer_later``, well above ``context()``'s share (measured: offered in
+        ``context()`` at 0.6 of a hit, they cost 6.3 points of LoCoMo recall at 300 tokens;
+        at 0.05 nothing measurable)."""
         return replace(self.expansion, later=self.answer_later)
 
 

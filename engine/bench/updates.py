@@ -12,8 +12,8 @@ system builds every user's memory and delivers a context per question and budget
 - ``refused`` / ``refused-wrongly``: of ``answer()`` on questions about what was never said
   (``absent``), the share answered ``NOTHING_IN_MEMORY``; and of the answerable ones.
 
-Paths: ``tiermem`` as configured (``context()`` offers no later statements by default),
-``tiermem+later`` with the later statements ``answer()`` offers, in ``context()`` too. Where
+Paths: ``tiermem`` as configured (``context()`` offers later statements at a small share),
+``tiermem+later`` at the share ``answer()`` offers them, in ``context()`` too. Where
 the writer runs (``--model``, ``tiermem+writer``), its supersede decisions are scored against
 the labelled changes: precision (a supersede that hides a fact still true is the costly
 error) and recall.

@@ -11,7 +11,7 @@ tokens; it is off by default, since the budget is the caller's."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import replace
 from functools import partial
 
@@ -106,8 +106,9 @@ def later_statements(
 ) -> dict[str, list[ScoredEntry]]:
     """For each of the first ``expansion.later_hits`` MTM hits, the user's entries from after
     it closest to it (to the hit, not to the query) at cosine ``later_similarity`` or more,
-    best first, that retrieval did not return itself (those keep their own rank): the
-    statements that may have changed it (a moved flight, a new diet).
+    best first, that retrieval did not return itself (those keep their own rank, unless
+    ``later_retrieved``: then they are offered too, and are delivered by the better of the
+    two values): the statements that may have changed it (a moved flight, a new diet).
     ``offered`` picks what is delivered of them. One embedding call for the hits, their
     searches at once; by hit id."""
     chosen = [h for h in hits if h.tier is Tier.MTM][: expansion.later_hits]
@@ -126,7 +127,8 @@ def later_statements(
         )
         for i, h in enumerate(chosen)
     ]
-    retrieved = {t for h in hits for t in h.source_turn_ids}  # these have a rank of their own
+    # these have a rank of their own, unless later ones are offered whether retrieved or not
+    retrieved = set() if expansion.later_retrieved else {t for h in hits for t in h.source_turn_ids}
     out: dict[str, list[ScoredEntry]] = {}
     for hit, found in zip(chosen, concurrently(searches), strict=True):
         out[hit.id] = [
@@ -145,6 +147,7 @@ def offered(
     turns: Mapping[str, ContextTurn],
     c: Components,
     expansion: Expansion,
+    retrieved: Set[str] = frozenset(),
 ) -> list[tuple[str, ...]]:
     """What is offered of a hit's later statements (``later_statements``), best first: the
     turns of the hit's own speakers (the assistant's echo of a user's words changes none of
@@ -154,15 +157,18 @@ def offered(
     most ``later_per_hit``."""
     speakers = {turns[t].speaker for t in hit.source_turn_ids if t in turns}
     out: list[tuple[str, ...]] = []
+    fresh = 0  # statements retrieval did not return: at most ``later_per_hit``
     for s in found:
         ids = tuple(
             t for t in s.entry.source_turn_ids if t in turns and turns[t].speaker in speakers
         )
         cost = sum(c.tokens.count(turns[t].line) for t in ids)
-        if ids and ids not in out and cost <= expansion.later_max_tokens:
+        if not ids or ids in out or cost > expansion.later_max_tokens:
+            continue
+        known = all(t in retrieved for t in ids)
+        if known or fresh < expansion.later_per_hit:
             out.append(ids)
-        if len(out) == expansion.later_per_hit:
-            break
+            fresh += not known
     return out
 
 
@@ -254,7 +260,10 @@ def build_context(
     stored = c.journal.sessions_of(user_id, ids)
     turns = context_turns(stored)
     hit_of = {h.id: h for h in hits}
-    offers = {h: offered(hit_of[h], found, turns, c, expansion) for h, found in later.items()}
+    retrieved = {t for h in hits for t in h.source_turn_ids}
+    offers = {
+        h: offered(hit_of[h], found, turns, c, expansion, retrieved) for h, found in later.items()
+    }
     ctx = pack(hit_units(hits, turns, expansion, offers), turns, budget_tokens, c.tokens)
     by_id = {t.turn_id: t for t in stored}
     sources = {tid: by_id[tid] for tid in ctx.turn_ids if tid in by_id}

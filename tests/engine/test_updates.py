@@ -23,7 +23,7 @@ UNRELATED = "Watched a documentary about octopuses last night, so good."
 
 
 def _memory(tmp_path: Path, **delivery: object) -> Memory:
-    delivery = {"later": 0.6, **delivery}  # context() offers none by default: answer() does
+    delivery = {"later": 0.6, **delivery}  # context()'s share is small by default
     config = merge_overrides(config_for("memory", tmp_path), {"delivery": delivery})
     memory = Memory(config)
     week = timedelta(weeks=1)
@@ -52,8 +52,8 @@ def test_a_later_statement_close_to_a_hit_is_delivered_after_it(tmp_path: Path) 
 
 
 def test_later_statements_are_a_knob_of_the_delivery(tmp_path: Path) -> None:
-    assert DeliveryConfig().later == 0  # context(): off by default (it cost LoCoMo recall)
-    assert DeliveryConfig().answer_later > 0  # answer(): on
+    # context(): a small share, which costs other hits nothing measurable; answer(): more
+    assert 0 < DeliveryConfig().later < DeliveryConfig().answer_later
     with _memory(tmp_path, later=0.0) as memory:
         assert NEW not in _texts(memory, "Cork flat near the station")
     with _memory(tmp_path, later_similarity=0.99) as memory:  # nothing is that close
@@ -71,6 +71,34 @@ def test_a_later_statement_is_the_hits_own_speakers(tmp_path: Path) -> None:
         texts = _texts(memory, "Cork flat near the station")
         assert NEW in texts
         assert echo not in texts
+
+
+def test_a_later_statement_that_ranks_low_is_offered_at_the_later_share(tmp_path: Path) -> None:
+    """The new statement is retrieved, but below two look-alikes of the question's words. At a
+    budget of two turns it reaches the context only as a later statement of the old one
+    (``later_retrieved``): as a hit of its own it is worth its low rank."""
+    fillers = (
+        "The station cafe near my old office does a great flat white.",
+        "Near the station they are building a new block of flats.",
+    )
+    query = "Cork flat near the station"
+
+    def delivered(retrieved: bool) -> list[str]:
+        shares = {"later": 0.6, "later_similarity": 0.3, "later_retrieved": retrieved}
+        no_neighbours = {"reply": 0.0, "previous": 0.0, "burst": 0.0}
+        config = config_for("memory", tmp_path)
+        with Memory(merge_overrides(config, {"delivery": shares | no_neighbours})) as memory:
+            for i, text in enumerate(fillers):
+                memory.add(chat(("user", text), start=T0 + timedelta(days=i)), "ana", f"f{i}")
+            memory.add(chat(("user", OLD), start=T0 + timedelta(weeks=1)), "ana", "s1")
+            memory.add(chat(("user", NEW), start=T0 + timedelta(weeks=3)), "ana", "s3")
+            ranked = [h.item.text for h in memory.search(query, "ana", k=5)]
+            assert ranked.index(f"Ana: {NEW}") > ranked.index(f"Ana: {fillers[1]}") > 0
+            ctx = memory.context(query, "ana", 60, k=5)
+            return [ctx.source_turns[t].content for t in ctx.turn_ids]
+
+    assert delivered(retrieved=False) == [fillers[1], OLD]
+    assert delivered(retrieved=True) == [OLD, NEW]
 
 
 def test_answer_offers_later_statements_by_default(tmp_path: Path) -> None:
