@@ -17,7 +17,7 @@ from functools import partial
 
 from tiermem.components import Components
 from tiermem.context import ContextTurn, DeliveredContext, Unit, pack
-from tiermem.embedding.base import EmbedMode, check_vectors
+from tiermem.embedding.base import EmbedMode, Vectors, check_vectors
 from tiermem.pipeline.read import concurrently
 from tiermem.policy import Expansion
 from tiermem.render import index_text, render_memory
@@ -109,15 +109,12 @@ def later_statements(
     best first, that retrieval did not return itself (those keep their own rank, unless
     ``later_retrieved``: then they are offered too, and are delivered by the better of the
     two values): the statements that may have changed it (a moved flight, a new diet).
-    ``offered`` picks what is delivered of them. One embedding call for the hits, their
-    searches at once; by hit id."""
+    ``offered`` picks what is delivered of them. The hits' stored vectors in one store read
+    (no model call), their searches at once; by hit id."""
     chosen = [h for h in hits if h.tier is Tier.MTM][: expansion.later_hits]
     if expansion.later <= 0 or not chosen:
         return {}
-    texts = [index_text(h.entry) for h in chosen]
-    vectors = check_vectors(
-        c.embedder.embed(texts, EmbedMode.DOCUMENT), len(texts), c.store.dim, c.embedder.name
-    )
+    vectors = hit_vectors(c, user_id, chosen)
     # ``since`` is inclusive: the hit itself and its exchange come back too, and ``offered``
     # passes over the other speakers' statements
     room = 2 * expansion.later_per_hit + 4
@@ -139,6 +136,20 @@ def later_statements(
             and not retrieved.intersection(s.entry.source_turn_ids)
         ]
     return out
+
+
+def hit_vectors(c: Components, user_id: str, hits: Sequence[SearchHit]) -> list[Vectors]:
+    """Each hit's stored vector; a hit's entry gone meanwhile is embedded again (its index
+    text, as it was stored). Reading costs a store call; embedding, a model call."""
+    stored = c.store.stored_vectors(user_id, [h.id for h in hits])
+    missing = [h for h in hits if h.id not in stored]
+    if missing:
+        texts = [index_text(h.entry) for h in missing]
+        embedded = check_vectors(
+            c.embedder.embed(texts, EmbedMode.DOCUMENT), len(texts), c.store.dim, c.embedder.name
+        )
+        stored = {**stored, **{h.id: v for h, v in zip(missing, embedded, strict=True)}}
+    return [stored[h.id] for h in hits]
 
 
 def offered(
@@ -288,6 +299,7 @@ __all__ = [
     "delivered_hits",
     "hit_units",
     "hit_value",
+    "hit_vectors",
     "later_statements",
     "neighbours",
     "offered",

@@ -109,6 +109,12 @@ class MTMStore(Protocol):
         """The entries with these ids that exist for this user, in the order asked."""
         ...
 
+    def stored_vectors(self, user_id: str, ids: Sequence[str]) -> dict[str, Vectors]:
+        """The stored (unit) vectors of the entries with these ids that exist for this user,
+        by id: what a search by an entry's own meaning starts from, without embedding it
+        again."""
+        ...
+
     def list_entries(self, user_id: str, filters: SearchFilters | None = None) -> list[MemoryEntry]:
         """All of the user's entries matching ``filters``, oldest first."""
         ...

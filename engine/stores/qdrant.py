@@ -291,6 +291,29 @@ class QdrantStore:
 
         return self._reading(user_id, [], read)
 
+    def stored_vectors(self, user_id: str, ids: Sequence[str]) -> dict[str, Vectors]:
+        wanted = [i for i in ids if valid_point_id(i)]
+        if not wanted:
+            self._collection(user_id, create=False)  # a store error is raised all the same
+            return {}
+
+        def read(name: str) -> dict[str, Vectors]:
+            records = self._read(
+                name,
+                "retrieve",
+                lambda: self._client.retrieve(
+                    name, ids=wanted, with_payload=True, with_vectors=[DENSE]
+                ),
+            )
+            out = {}
+            for r in records:
+                vector = r.vector.get(DENSE) if isinstance(r.vector, dict) else None
+                if vector is not None and owned_entry(user_id, r.id, r.payload) is not None:
+                    out[str(r.id)] = np.asarray(vector, dtype=np.float32)
+            return out
+
+        return self._reading(user_id, {}, read)
+
     def list_entries(self, user_id: str, filters: SearchFilters | None = None) -> list[MemoryEntry]:
         query_filter = to_qdrant_filter(filters)
         return self._reading(user_id, [], lambda name: self._scroll(name, user_id, query_filter))

@@ -62,6 +62,11 @@ class ReferenceStore:
             by_id = self._entries.get(user_id, {})
             return [by_id[i] for i in ids if i in by_id]
 
+    def stored_vectors(self, user_id: str, ids: Sequence[str]) -> dict[str, Vectors]:
+        with self._lock:
+            by_id = self._vectors.get(user_id, {})
+            return {i: by_id[i] for i in ids if i in by_id}
+
     def list_entries(self, user_id: str, filters: SearchFilters | None = None) -> list[MemoryEntry]:
         with self._lock:
             entries = list(self._entries.get(user_id, {}).values())

@@ -186,3 +186,32 @@ def test_hybrid_search_agrees(qdrant_store: QdrantStore) -> None:
                 _assert_same_ranking(want.lexical, got.lexical)
                 compared += len(want.lexical)
     assert compared > 100
+
+
+def test_stored_vectors_agree_and_are_what_search_scores(qdrant_store: QdrantStore) -> None:
+    """Both stores give back an entry's stored unit vector by id (an updated entry's new
+    one; deleted, unknown and other users' ids left out), and searching by it scores the
+    entry itself 1: what later statements search from without embedding the hit again."""
+    embedder = HashEmbedder(dim=64)
+    entries = _corpus(seed=3, n=40)
+    newer = embedder.embed(["cello exam cello"], EmbedMode.DOCUMENT)
+    reference = ReferenceStore(64)
+    for store in (reference, qdrant_store):
+        _write(store, entries, embedder)
+        store.upsert("u2", [entries[1]], newer)
+        store.delete("u1", [entries[0].id])
+    ids = [e.id for e in entries[:6]] + ["not-a-uuid", "00000000-0000-4000-8000-777777777777"]
+    want = reference.stored_vectors("u2", ids)
+    got = qdrant_store.stored_vectors("u2", ids)
+    assert sorted(got) == sorted(want) == [entries[1].id, entries[3].id, entries[5].id]
+    for i, vector in want.items():
+        np.testing.assert_allclose(got[i], vector, atol=1e-5)
+        assert np.linalg.norm(vector) == pytest.approx(1.0, abs=1e-5)
+    np.testing.assert_allclose(want[entries[1].id], newer[0] / np.linalg.norm(newer[0]), atol=1e-5)
+    assert entries[0].id not in qdrant_store.stored_vectors("u1", [entries[0].id, entries[2].id])
+    assert (
+        qdrant_store.stored_vectors("nobody", ids) == reference.stored_vectors("nobody", ids) == {}
+    )
+    top = qdrant_store.search("u2", want[entries[3].id], SearchFilters(include_superseded=True), 1)
+    assert top[0].entry.id == entries[3].id
+    assert top[0].score == pytest.approx(1.0, abs=1e-5)

@@ -13,6 +13,7 @@ from tiermem import Memory
 from tiermem.bench.update_scenarios import update_scenarios
 from tiermem.bench.updates import UpdatesConfig, run_updates
 from tiermem.config import DeliveryConfig, EmbedderConfig, merge_overrides
+from tiermem.embedding.base import EmbedMode, Vectors
 from tiermem.generator import NOTHING_IN_MEMORY, supports
 
 from tests.conftest import T0, chat, config_for
@@ -99,6 +100,29 @@ def test_a_later_statement_that_ranks_low_is_offered_at_the_later_share(tmp_path
 
     assert delivered(retrieved=False) == [fillers[1], OLD]
     assert delivered(retrieved=True) == [OLD, NEW]
+
+
+def test_later_statements_cost_no_model_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """They search from the hits' stored vectors: context() embeds its query, nothing else,
+    whether later statements are offered or not."""
+
+    def embed_calls(later: float) -> int:
+        calls = []
+        with _memory(tmp_path, later=later, later_similarity=0.3) as memory:
+            embedder = memory.components.embedder
+            embed = embedder.embed
+
+            def counted(texts: list[str], mode: EmbedMode) -> Vectors:
+                calls.append(texts)
+                return embed(texts, mode)
+
+            monkeypatch.setattr(embedder, "embed", counted)
+            assert (NEW in _texts(memory, "Cork flat near the station")) is (later > 0)
+        return len(calls)
+
+    assert embed_calls(0.6) == embed_calls(0.0) == 1
 
 
 def test_answer_offers_later_statements_by_default(tmp_path: Path) -> None:
