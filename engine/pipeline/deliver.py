@@ -102,11 +102,15 @@ def _piece(hit: SearchHit, turns: Mapping[str, ContextTurn]) -> str | None:
 
 
 def later_statements(
-    c: Components, user_id: str, hits: Sequence[SearchHit], expansion: Expansion
+    c: Components,
+    user_id: str,
+    hits: Sequence[SearchHit],
+    expansion: Expansion,
+    retrieved: Set[str],
 ) -> dict[str, list[ScoredEntry]]:
     """For each of the first ``expansion.later_hits`` MTM hits, the user's entries from after
     it closest to it (to the hit, not to the query) at cosine ``later_similarity`` or more,
-    best first, that retrieval did not return itself (those keep their own rank, unless
+    best first, whose turns are not ``retrieved`` (those keep their own rank, unless
     ``later_retrieved``: then they are offered too, and are delivered by the better of the
     two values): the statements that may have changed it (a moved flight, a new diet).
     ``offered`` picks what is delivered of them. The hits' stored vectors in one store read
@@ -124,8 +128,7 @@ def later_statements(
         )
         for i, h in enumerate(chosen)
     ]
-    # these have a rank of their own, unless later ones are offered whether retrieved or not
-    retrieved = set() if expansion.later_retrieved else {t for h in hits for t in h.source_turn_ids}
+    passed_over = frozenset() if expansion.later_retrieved else retrieved
     out: dict[str, list[ScoredEntry]] = {}
     for hit, found in zip(chosen, concurrently(searches), strict=True):
         out[hit.id] = [
@@ -133,7 +136,7 @@ def later_statements(
             for s in found
             if s.score >= expansion.later_similarity
             and s.entry.effective_time > hit.entry.effective_time
-            and not retrieved.intersection(s.entry.source_turn_ids)
+            and not any(t in passed_over for t in s.entry.source_turn_ids)
         ]
     return out
 
@@ -158,14 +161,15 @@ def offered(
     turns: Mapping[str, ContextTurn],
     c: Components,
     expansion: Expansion,
-    retrieved: Set[str] = frozenset(),
+    retrieved: Set[str],
 ) -> list[tuple[str, ...]]:
     """What is offered of a hit's later statements (``later_statements``), best first: the
     turns of the hit's own speakers (the assistant's echo of a user's words changes none of
     the user's facts), each statement at most ``later_max_tokens`` (a changed fact is stated
     briefly; a long later turn is a discussion, and the budget it would take is worth more
     to the next hits: measured on LongMemEval-S, whose turns run to hundreds of tokens), at
-    most ``later_per_hit``."""
+    most ``later_per_hit`` of those not ``retrieved`` (the ``retrieved`` ones cost no more
+    searching, and are only offered at all under ``later_retrieved``)."""
     speakers = {turns[t].speaker for t in hit.source_turn_ids if t in turns}
     out: list[tuple[str, ...]] = []
     fresh = 0  # statements retrieval did not return: at most ``later_per_hit``
@@ -263,7 +267,8 @@ def build_context(
     query, packed; it carries the hits delivered and their stored turns. No access is
     counted here (``Memory.context`` counts the delivered hits)."""
     hits = strong_hits(hits, expansion.fall_off)
-    later = later_statements(c, user_id, hits, expansion)
+    retrieved = {t for h in hits for t in h.source_turn_ids}  # these have a rank of their own
+    later = later_statements(c, user_id, hits, expansion, retrieved)
     ids = sorted(
         {t for h in hits if h.tier is Tier.MTM for t in h.source_turn_ids}
         | {t for found in later.values() for s in found for t in s.entry.source_turn_ids}
@@ -271,7 +276,6 @@ def build_context(
     stored = c.journal.sessions_of(user_id, ids)
     turns = context_turns(stored)
     hit_of = {h.id: h for h in hits}
-    retrieved = {t for h in hits for t in h.source_turn_ids}
     offers = {
         h: offered(hit_of[h], found, turns, c, expansion, retrieved) for h, found in later.items()
     }
