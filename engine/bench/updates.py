@@ -10,7 +10,10 @@ system builds every user's memory and delivers a context per question and budget
 - ``before`` and ``unchanged``: the share whose one evidence turn was delivered (the old value
   asked for itself; a fact that only a distractor seemed to change);
 - ``refused`` / ``refused-wrongly``: of ``answer()`` on questions about what was never said
-  (``absent``), the share answered ``NOTHING_IN_MEMORY``; and of the answerable ones.
+  (``absent``), the share answered ``NOTHING_IN_MEMORY``; and of the answerable ones;
+- ``answer()``: the same ``latest`` / ``stale-only`` / ``before`` / ``unchanged`` shares for
+  the context ``answer()`` hands its generator (``generator.max_memories`` hits within
+  ``delivery.answer_budget_tokens``): what a generator can answer from.
 
 Paths: ``tiermem`` as configured (``context()`` offers later statements at a small share),
 ``tiermem+later`` at the share ``answer()`` offers them, in ``context()`` too. Where
@@ -171,6 +174,7 @@ def run_updates(cfg: UpdatesConfig, console: Console) -> dict[str, Any]:
     tallies = {p: {b: Tally() for b in cfg.budgets} for p in paths}
     supersedes = {p: Supersedes() for p in paths if p.startswith(TIERMEM)}
     refusals = {p: [0, 0, 0, 0] for p in supersedes}  # absent refused/asked, answerable same
+    answers = {p: Tally() for p in supersedes}  # what answer() hands its generator
     cfg.out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(cfg.out / "state", ignore_errors=True)  # a run builds its memories anew
     for path in paths:
@@ -190,12 +194,15 @@ def run_updates(cfg: UpdatesConfig, console: Console) -> dict[str, Any]:
                     counts[0] += memory.answer(question, conv.sample_id).text == NOTHING_IN_MEMORY
                     counts[1] += 1
                 for q in conv.questions:
-                    counts[2] += memory.answer(q.question, conv.sample_id).text == NOTHING_IN_MEMORY
+                    answered = memory.answer(q.question, conv.sample_id)
+                    answers[path].add(q, set(answered.source_turns), answered.context_tokens)
+                    counts[2] += answered.text == NOTHING_IN_MEMORY
                     counts[3] += 1
             system.close()
     result: dict[str, Any] = {
         "scenarios": {"users": cfg.users, "seed": cfg.seed, "questions": _counts(convs)},
         "curve": {p: {str(b): t.row() for b, t in by.items()} for p, by in tallies.items()},
+        "answer": {p: t.row() for p, t in answers.items()},
         "supersede": {p: s.row() for p, s in supersedes.items() if p == WRITER},
         "wrong_supersedes": {p: s.wrong_examples[:10] for p, s in supersedes.items()},
         "refusal": {
@@ -245,6 +252,12 @@ def _print(result: dict[str, Any], cfg: UpdatesConfig, console: Console) -> None
                 f"{r['tokens']:.0f}",
             )
     console.print(table)
+    for path, r in result["answer"].items():
+        console.print(
+            f"{path}: answer()'s context holds the newest statement for {r['latest']:.1f} % of "
+            f"update questions, only the old one for {r['stale_only']:.1f} %, the earlier value "
+            f"for {r['before']:.1f} % of before questions ({r['tokens']:.0f} tokens)"
+        )
     for path, r in result["refusal"].items():
         console.print(
             f"{path}: answer() says memory holds nothing for {r['refused']:.1f} % of questions "

@@ -189,6 +189,11 @@ def test_bench_updates_reports_every_path_and_budget(tmp_path: Path) -> None:
             assert row["tokens"] <= 1200
     assert result["scenarios"]["questions"]["update"] == 3 * 4
     assert 0 <= result["refusal"]["tiermem"]["refused"] <= 100
+    assert set(result["answer"]) == {"tiermem", "tiermem+later"}
+    for row in result["answer"].values():  # answer()'s own context, at its own budget
+        assert row["questions"] == sum(result["scenarios"]["questions"].values())
+        assert 0 <= row["stale_only"] <= 100 - row["latest"] + 1e-9
+        assert 0 < row["tokens"] <= 1200
     assert json.loads((tmp_path / "updates.json").read_text()) == result
 
 
