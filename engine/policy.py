@@ -34,7 +34,8 @@ class Expansion:
     ``piece``: the share of its rank's value that a hit is worth when it is a piece of a
     long turn (``tiermem.roles.extract.CHUNK_WORDS``): it matched a part, the budget pays for
     the whole, and one long answer cut in many pieces would otherwise hold many ranks;
-    ``distinct``: a hit whose turns better hits already found takes no rank of its own.
+    ``distinct``: a hit whose turns better hits already found takes no rank of its own,
+    and no place among the ``k`` hits of a search (``tiermem.pipeline.read.distinct``).
     ``cut``: units worth less than this share of the best unit are not delivered.
     ``fall_off``: a hit is delivered only if one of its retrievers scored it at least this
     share of that retriever's best score in the result (0 keeps every hit).

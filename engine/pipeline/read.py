@@ -197,6 +197,36 @@ def relax_if_starved(
     return candidates + [x for x in extra if x.id not in seen][:room]
 
 
+def distinct(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """The candidates, best first, with each MTM entry whose source turns better candidates
+    already hold moved after the others: a turn found again in its exchange, a writer's entry
+    beside its own turn, the pieces of one long turn. Such an entry delivers nothing the
+    better one does not, so it takes one of the ``k`` places a selector keeps (``answer()``
+    reads 5) only when there are not ``k`` others. LTM facts and entries without turns keep
+    their place.
+
+    >>> from datetime import UTC, datetime
+    >>> from tiermem.types import MemoryEntry, MemoryKind
+    >>> at = datetime(2026, 1, 1, tzinfo=UTC)
+    >>> def cand(*turns: str) -> Candidate:
+    ...     entry = MemoryEntry(",".join(turns), "u", "x", MemoryKind.TURN, at, at)
+    ...     return Candidate(replace(entry, source_turn_ids=turns), 0.0)
+    >>> [x.id for x in distinct([cand("a", "b"), cand("a"), cand("c"), cand("b", "c")])]
+    ['a,b', 'c', 'a', 'b,c']
+    """
+    found: set[str] = set()
+    first: list[Candidate] = []
+    again: list[Candidate] = []
+    for cand in candidates:
+        own = cand.source_turn_ids
+        if cand.tier is Tier.MTM and own and found.issuperset(own):
+            again.append(cand)
+            continue
+        found.update(own)
+        first.append(cand)
+    return first + again
+
+
 def run_search(
     c: Components,
     user_id: str,
@@ -212,6 +242,8 @@ def run_search(
     vectors = query_vectors(c, plan)
     candidates = first_stage(c, user_id, plan, vectors)
     candidates = relax_if_starved(c, user_id, plan, candidates, filters, vectors)
+    if c.policy.delivery.expansion.distinct:
+        candidates = distinct(candidates)
     candidates = within_tier_budget(candidates, plan.tier_budgets.ltm)
     selection = c.selector.select([q.text for q in plan.queries], candidates, k)
     note = f"plan={plan.source}, selection={selection.source}"
@@ -224,6 +256,7 @@ def run_search(
 
 __all__ = [
     "Route",
+    "distinct",
     "first_stage",
     "ltm_applies",
     "query_vectors",

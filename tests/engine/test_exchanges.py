@@ -176,3 +176,29 @@ def test_a_long_burst_answered_one_message_at_a_time_is_one_exchange(memory: Mem
     # All in one add() this is one exchange; one at a time it must not fork into two
     # overlapping ones (the second keyed by another first turn).
     assert len(exchanges) == 1, [len(e.source_turn_ids) for e in exchanges]
+
+
+def test_a_turn_found_again_in_its_exchange_takes_no_second_place(memory: Memory) -> None:
+    """A turn is stored alone and in its exchange. Found twice, it took two of a search's
+    ``k`` places: ``search(k=3)`` returned the exchange, its question and its answer, one
+    memory three times over. Repeats now come after the other candidates."""
+    memory.add(
+        chat(
+            ("user", "What is the name of your new dog?"),
+            ("assistant", "Pixel, a rescued greyhound."),
+        ),
+        "ana",
+        "s0",
+    )
+    for i, pet in enumerate(["parrot", "tortoise", "hamster", "beagle", "ferret"]):
+        day = T0 + timedelta(days=i + 1)
+        said = chat(("user", f"My neighbour's new {pet} has a name tag."), start=day)
+        memory.add(said, "ana", f"s{i + 1}")
+    hits = memory.search("new dog name greyhound", "ana", k=3)
+    assert hits[0].entry.kind is MemoryKind.EXCHANGE
+    assert len(hits) == 3
+    found: set[str] = set()
+    for hit in hits:
+        assert not found.issuperset(hit.source_turn_ids)  # each adds turns of its own
+        found.update(hit.source_turn_ids)
+    assert len(memory.search("new dog name greyhound", "ana", k=8)) == 8  # all 8: repeats fill up
