@@ -203,7 +203,8 @@ def distinct(candidates: Sequence[Candidate]) -> list[Candidate]:
     beside its own turn, the pieces of one long turn. Such an entry delivers nothing the
     better one does not, so it takes one of the ``k`` places a selector keeps (``answer()``
     reads 5) only when there are not ``k`` others. LTM facts and entries without turns keep
-    their place.
+    their place; a repeat keeps its first-stage score, so a search's scores need not fall
+    along its hits when repeats fill up.
 
     >>> from datetime import UTC, datetime
     >>> from tiermem.types import MemoryEntry, MemoryKind
