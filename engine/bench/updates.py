@@ -57,6 +57,7 @@ class UpdatesConfig:
     model: str | None = None  # the writer's model (llama.cpp alias or GGUF): adds that path
     embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
     tiermem: TiermemConfig = field(default_factory=TiermemConfig)  # its [delivery], [slm], ...
+    adapter: Path | None = None  # the writer's GGUF LoRA on ``model``
 
 
 @dataclass
@@ -111,6 +112,7 @@ class Supersedes:
     changes: int = 0
     found: int = 0
     wrong_examples: list[str] = field(default_factory=list)
+    families: dict[str, list[int]] = field(default_factory=dict)  # family -> [found, changes]
 
     def score(self, memory: Memory, user: str, updates: Sequence[Update]) -> None:
         entries = memory.get_all(user, SearchFilters(include_superseded=True))
@@ -132,6 +134,10 @@ class Supersedes:
                 self.wrong_examples.append(f"{user}: {old.text!r} -> {new.text!r}")
         self.changes += len(pairs)
         self.found += len(hit)
+        for u in updates:
+            tally = self.families.setdefault(u.family, [0, 0])
+            tally[0] += (u.old_turn, u.new_turn) in hit
+            tally[1] += 1
 
     def row(self) -> dict[str, float]:
         made = self.right + self.wrong
@@ -160,9 +166,8 @@ def _tiermem_config(cfg: UpdatesConfig, path: str) -> TiermemConfig:
     if path != WRITER or cfg.model is None:
         return base
     off = RoleConfig(enabled=False)
-    slm = SLMConfig(
-        backend=LlamaCppConfig(model=cfg.model), controller=off, selector=off, writer=RoleConfig()
-    )
+    backend = LlamaCppConfig(model=cfg.model, lora_path=cfg.adapter)
+    slm = SLMConfig(backend=backend, controller=off, selector=off, writer=RoleConfig())
     return base.model_copy(update={"slm": slm})
 
 
@@ -205,6 +210,9 @@ def run_updates(cfg: UpdatesConfig, console: Console) -> dict[str, Any]:
         "answer": {p: t.row() for p, t in answers.items()},
         "supersede": {p: s.row() for p, s in supersedes.items() if p == WRITER},
         "wrong_supersedes": {p: s.wrong_examples[:10] for p, s in supersedes.items()},
+        # per family, [labelled changes found, labelled changes]: recall where training saw
+        # the family (tiermem.training.roles.WRITER_FAMILIES) beside where it did not
+        "supersede_families": {p: s.families for p, s in supersedes.items() if p == WRITER},
         "refusal": {
             p: {"refused": 100.0 * c[0] / max(c[1], 1), "refused_wrongly": 100.0 * c[2] / c[3]}
             for p, c in refusals.items()

@@ -137,9 +137,15 @@ def test_training_lowers_the_answer_loss(trained: dict[str, Any]) -> None:
 
 
 def test_the_gguf_lora_changes_llamacpp_as_it_changes_peft(trained: dict[str, Any]) -> None:
+    assert_served_as_trained(trained, "controller")
+
+
+def assert_served_as_trained(trained: dict[str, Any], role: str) -> None:
+    """The first example's prompt goes to llama.cpp token for token as trained, and the GGUF
+    LoRA moves llama.cpp's logits as the adapter moves peft's."""
     run, root, tokenizer = trained["run"], trained["root"], trained["tokenizer"]
-    base_gguf = hf_to_gguf(trained["base"], root / "base.gguf", "f32")
-    adapter = lora_to_gguf(run.adapter, trained["base"], root / "controller.gguf", "f32")
+    base_gguf = hf_to_gguf(trained["base"], root / f"{role}-base.gguf", "f32")
+    adapter = lora_to_gguf(run.adapter, trained["base"], root / f"{role}.gguf", "f32")
     example = read_role_examples(trained["dataset"])[0]
     plain, tuned = _llamacpp(base_gguf, None, example), _llamacpp(base_gguf, adapter, example)
     prompt = tokenizer(_prompt(trained, example), add_special_tokens=False)["input_ids"]
@@ -157,22 +163,30 @@ def test_the_gguf_lora_changes_llamacpp_as_it_changes_peft(trained: dict[str, An
 def test_the_cli_builds_the_dataset_trains_and_exports(
     trained: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
+    out = train_through_the_cli(trained, "controller", capsys)
+    assert json.loads((out / "train.json").read_text())["prompt_version"] == controller.VERSION
     root = trained["root"]
-    out = root / "cli"
+    code = main(["train", "dataset", "--role", "controller", "--data", str(root / "fx.json"),
+                 "--split", "test", "--out", str(root / "test.jsonl")])  # fmt: skip
+    assert code == 2  # positions 8-9: the 8 conversations have none
+    assert "no controller example in the test split" in capsys.readouterr().out
+
+
+def train_through_the_cli(
+    trained: dict[str, Any], role: str, capsys: pytest.CaptureFixture[str]
+) -> Path:
+    """``tiermem train ROLE`` on the four examples: the adapter, its GGUF and a Modelfile."""
+    out = trained["root"] / f"{role}-cli"
     code = main(
-        ["train", "controller", "--dataset", str(trained["dataset"]), "--base",
+        ["train", role, "--dataset", str(trained["dataset"]), "--base",
          str(trained["base"]), "--out", str(out), "--rank", "2", "--batch-size", "4",
          "--max-examples", "all", "--precision", "float32", "--checkpoint-every", "1"]
     )  # fmt: skip
     assert code == 0, capsys.readouterr().out
     assert (out / "adapter.gguf").read_bytes()[:4] == b"GGUF"
     assert f"ADAPTER {out / 'adapter.gguf'}" in (out / "Modelfile").read_text()
-    assert json.loads((out / "train.json").read_text())["prompt_version"] == controller.VERSION
     assert "1 steps on 4 examples" in capsys.readouterr().out
-    code = main(["train", "dataset", "--role", "controller", "--data", str(root / "fx.json"),
-                 "--split", "test", "--out", str(root / "test.jsonl")])  # fmt: skip
-    assert code == 2  # positions 8-9: the 8 conversations have none
-    assert "no controller example in the test split" in capsys.readouterr().out
+    return out
 
 
 def test_the_loss_is_the_whole_sequences_loss_over_the_answer(tiny_base: dict[str, Any]) -> None:

@@ -1,0 +1,202 @@
+"""The writer's training set and its LoRA: windows of turns rendered as the write path serves
+them, the gold observations in each as its entries, update examples that supersede the older
+statement, and a tiny model trained, exported to a GGUF LoRA and served through llama.cpp,
+which it changes as it changes peft."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from tiermem.bench.update_scenarios import FAMILIES, scenarios
+from tiermem.bench.updates import UpdatesConfig
+from tiermem.cli import main
+from tiermem.slm.prompts import writer
+from tiermem.training import TrainingInputError
+from tiermem.training.generation import IGNORED, encode_answer, train_role
+from tiermem.training.lora import TrainConfig
+from tiermem.training.roles import (
+    UPDATE_SEED,
+    WRITER_FAMILIES,
+    read_role_examples,
+    update_examples,
+    write_role_dataset,
+)
+from tiermem.training.settings import WRITER_MAX_EXAMPLES
+
+from tests.training.test_controller import (
+    assert_served_as_trained,
+    conversations,
+    train_through_the_cli,
+)
+from tests.training.test_lora import SETTINGS
+
+
+def observed(count: int = 8) -> list[dict[str, Any]]:
+    """The controller's fixture conversations with LoCoMo's ``observation`` facts."""
+    out = conversations(count)
+    for i, sample in enumerate(out):
+        sample["observation"] = {
+            "session_1_observation": {
+                "Ana": [
+                    [f"Ana adopted a cat named Tofu (number {i}).", "D1:1"],
+                    [f"I adopted a cat called Tofu (number {i}).", "D1:1"],  # a copy: left out
+                    [f"Ana's sister bakes bread in Lisbon (number {i}).", "D1:3"],
+                ],
+                "Ben": [[f"Ben plays the oboe in an orchestra (number {i}).", "D1:2"]],
+            },
+            "session_2_observation": {
+                "Ana": [[f"Ana's cat Tofu had his second birthday (number {i}).", "D2:2"]]
+            },
+        }
+    return out
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    path = tmp_path / "fx.json"
+    path.write_text(json.dumps(observed()))
+    return path
+
+
+def test_a_window_is_served_turns_and_its_gold_observations_are_the_entries(
+    data: Path, tmp_path: Path
+) -> None:
+    stats = write_role_dataset("writer", [data], "train", tmp_path / "train.jsonl")
+    examples = read_role_examples(tmp_path / "train.jsonl")
+    windows = [e for e in examples if e.meta.category == "observations"]
+    assert (stats.conversations, len(windows)) == (7, 7 * 2)  # one window a session
+    assert stats.update_examples == len(examples) - len(windows) > 0
+    first = windows[0]
+    turns = [
+        "3 June 2024 · Ana: I adopted a cat called Tofu (number 0).",
+        "3 June 2024 · Ben: I play the oboe in an orchestra (number 0).",
+        "3 June 2024 · Ana: My sister bakes bread in Lisbon (number 0).",
+    ]
+    assert first.messages == tuple(writer.build_messages(writer.WriterInput(turns, [], [])))
+    entries = json.loads(first.target)["entries"]
+    assert [(e["text"], e["turns"], e["replaces"]) for e in entries] == [
+        ("Ana adopted a cat named Tofu (number 0).", [1], 0),
+        ("Ben plays the oboe in an orchestra (number 0).", [2], 0),
+        ("Ana's sister bakes bread in Lisbon (number 0).", [3], 0),
+    ]
+    shown = windows[1].messages[-1].content.split("Existing memories:\n")[1].split("\n\n")[0]
+    # the next session is shown, as the store would find them, the earlier turns and facts
+    # with the most words in common (Tofu, orchestra), five at most
+    assert len(shown.splitlines()) == 5
+    assert "] [3 June 2024] Ana: I adopted a cat called Tofu (number 0)." in shown
+    assert "] [3 June 2024] Ana adopted a cat named Tofu (number 0)." in shown  # as written
+    assert "Lisbon" in shown.splitlines()[-1]  # it shares only "number" and "0"
+    assert "I adopted a cat called Tofu" not in windows[0].target  # a copy is never taught
+    assert json.loads(windows[1].target)["entries"][0]["turns"] == [2]
+    tune = write_role_dataset("writer", [data], "tune", tmp_path / "tune.jsonl")
+    assert (tune.conversations, tune.examples, tune.update_examples) == (1, 2, 0)
+
+
+def test_a_file_without_observations_is_a_typed_error(tmp_path: Path) -> None:
+    path = tmp_path / "plain.json"
+    path.write_text(json.dumps(conversations()))
+    with pytest.raises(TrainingInputError, match=r"no writer example.*observation"):
+        write_role_dataset("writer", [path], "train", tmp_path / "train.jsonl")
+    assert not (tmp_path / "train.jsonl").exists()
+
+
+def test_updates_replace_the_older_statement_which_is_always_shown() -> None:
+    assert UpdatesConfig(out=Path("x")).seed != UPDATE_SEED  # never the benchmark's users
+    made = scenarios(UPDATE_SEED, 4)
+    examples = update_examples(made, "train")
+    facts = {(s.conversation.sample_id, f.turn_id): f for s in made for f in s.facts}
+    said = {
+        (s.conversation.sample_id, t.turn_id): t.text
+        for s in made
+        for session in s.conversation.sessions
+        for t in session.turns
+    }
+    assert {e.meta.question_type for e in examples} <= set(WRITER_FAMILIES)
+    assert set(WRITER_FAMILIES) < {f.name for f in FAMILIES} | {"correction"}  # some unseen
+    superseding = 0
+    for e in examples:
+        [entry] = json.loads(e.target)["entries"]
+        fact = facts[(e.meta.sample_id, e.meta.evidence[0])]
+        assert entry["text"] == fact.text
+        shown = e.messages[-1].content.split("Existing memories:\n")[1].split("\n\nTurns:")[0]
+        if fact.replaces is None:
+            assert entry["replaces"] == 0  # a look-alike or a first statement
+            continue
+        superseding += 1
+        line = shown.splitlines()[entry["replaces"] - 1]
+        key = (e.meta.sample_id, fact.replaces)
+        # the memory it replaces is the older statement's turn, or the fact written of it
+        assert line.endswith((f": {said[key]}", f"] {facts[key].text}")), (line, fact)
+    assert superseding >= 4  # every user corrects one thing
+
+
+def test_the_writers_default_sample_keeps_a_run_within_the_hour() -> None:
+    from tiermem.cli import _parser
+    from tiermem.training.cli import _settings
+
+    def sample(*argv: str) -> int | None:
+        return _settings(_parser().parse_args(["train", *argv, "--dataset", "d"])).max_examples
+
+    assert sample("writer") == WRITER_MAX_EXAMPLES < sample("controller") == sample("selector")
+    assert sample("writer", "--max-examples", "all") is None
+
+
+def _examples(tiny_base: dict[str, Any]) -> list[Any]:
+    path = tiny_base["root"] / "wx.json"
+    path.write_text(json.dumps(observed()))
+    dataset = tiny_base["root"] / "writer.jsonl"
+    write_role_dataset("writer", [path], "train", dataset)
+    examples = read_role_examples(dataset)
+    return [examples[0], examples[1], examples[-2], examples[-1]]  # windows and updates
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_base: dict[str, Any]) -> dict[str, Any]:
+    examples = _examples(tiny_base)
+    dataset = tiny_base["root"] / "four-writer.jsonl"
+    dataset.write_text("".join(e.to_json() + "\n" for e in examples))
+    settings = replace(SETTINGS, epochs=20, batch_size=2, learning_rate=5e-2)
+    config = TrainConfig(dataset, str(tiny_base["base"]), tiny_base["root"] / "wr", settings)
+    return {**tiny_base, "dataset": dataset, "run": train_role("writer", config)}
+
+
+def test_the_entries_are_learned_and_the_window_is_masked(tiny_base: dict[str, Any]) -> None:
+    for example in _examples(tiny_base):
+        ids, labels = encode_answer(tiny_base["tokenizer"], example)
+        answered = tiny_base["tokenizer"].decode([t for t in labels if t != IGNORED])
+        assert answered.startswith(example.target)
+        assert answered.endswith("<|im_end|>")
+        assert len(ids) == len(labels) < 1024  # the tiny model's context
+
+
+def test_training_lowers_the_writers_loss(trained: dict[str, Any]) -> None:
+    losses = trained["run"].losses
+    assert len(losses) == 40
+    assert np.mean(losses[-4:]) < np.mean(losses[:2]) - 0.2
+
+
+def test_the_gguf_lora_changes_llamacpp_as_it_changes_peft(trained: dict[str, Any]) -> None:
+    assert_served_as_trained(trained, "writer")
+
+
+def test_the_cli_builds_the_dataset_trains_and_exports(
+    trained: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = train_through_the_cli(trained, "writer", capsys)
+    served = (out / "Modelfile").read_text()
+    assert served.startswith("# The writer:")
+    assert "num_predict" not in served  # a writer's answer is more than one token
+    assert json.loads((out / "train.json").read_text())["prompt_version"] == writer.VERSION
+    root = trained["root"]
+    code = main(["train", "dataset", "--role", "writer", "--data", str(root / "wx.json"),
+                 "--out", str(root / "wtrain.jsonl")])  # fmt: skip
+    assert code == 0
+    assert "update scenarios) from 7 conversations" in capsys.readouterr().out
+    code = main(["train", "writer", "--dataset", str(root / "missing.jsonl")])
+    assert code == 2
+    assert "does not exist" in capsys.readouterr().out

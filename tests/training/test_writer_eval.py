@@ -1,0 +1,94 @@
+"""``tiermem bench writer``: the served writer's facts scored against the gold observations of
+held-out windows, with copies, invalid outputs and unnamed speakers counted apart."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from tiermem.cli import main
+from tiermem.config import EmbedderConfig
+from tiermem.slm.base import SLMRequest
+from tiermem.training import TrainingInputError
+from tiermem.training.writer_eval import WriterEvalConfig, run
+
+from tests.fakes.scripted import ScriptedModels
+from tests.training.test_writer import observed
+
+
+def _writes(request: SLMRequest) -> str:
+    """Session 1: two of the gold facts and a copy of a turn; session 2: a fact the gold does
+    not hold, naming nobody; conversation 9's session 2: no JSON."""
+    prompt = request.messages[-1].content
+    turns = prompt.split("Turns:\n")[1]
+    number = turns.split("(number ")[1].split(")")[0]
+    entry = {"kind": "fact", "date": "", "replaces": 0}
+    if "adopted a cat" in turns:
+        return json.dumps({"entries": [
+            {**entry, "text": f"Ana adopted a cat named Tofu (number {number}).", "turns": [1]},
+            {**entry, "text": f"Ben plays the oboe in an orchestra (number {number}).",
+             "turns": [2]},
+            {**entry, "text": f"I adopted a cat called Tofu (number {number}).", "turns": [1]},
+        ]})  # fmt: skip
+    if number == "9":
+        return "not json"
+    return json.dumps({"entries": [{**entry, "text": "Someone likes jazz a lot.", "turns": [1]}]})
+
+
+def _config(tmp_path: Path, **overrides: object) -> WriterEvalConfig:
+    data = tmp_path / "ten.json"
+    data.write_text(json.dumps(observed(10)))
+    settings: dict[str, object] = {
+        "data": data,
+        "out": tmp_path / "out",
+        "model": "writer",
+        "backend_kind": "scripted",
+        "windows": None,
+        "variants": ("base",),
+        "embedder": EmbedderConfig(provider="hash"),
+        **overrides,
+    }
+    return WriterEvalConfig(**settings)  # type: ignore[arg-type]
+
+
+def test_facts_are_scored_as_the_write_path_would_store_them(
+    tmp_path: Path, scripted_models: ScriptedModels
+) -> None:
+    scripted_models.serve("writer", _writes)
+    result = run(_config(tmp_path), Console(quiet=True))
+    assert result["windows"] == 6  # conversations 7-9, a window a session
+    row = result["variants"]["base"]
+    # gold: 3 + 1 facts in each of 3 conversations; written: 2 + 1, 2 + 1, 2 (and no JSON)
+    assert row["written"] == 8
+    assert row["copies"] == 3
+    assert row["invalid"] == 1
+    assert row["precision"] == pytest.approx(100 * 6 / 8)
+    assert row["recall"] == pytest.approx(100 * 6 / 12)
+    assert row["speaker"] == pytest.approx(100 * 6 / 8)  # "Someone" names no speaker
+    assert row["calls_per_turn"] == pytest.approx(6 / 15)
+    assert json.loads((tmp_path / "out" / "writer.json").read_text())["variants"]["base"] == row
+
+
+def test_the_same_windows_are_sampled_for_every_run(
+    tmp_path: Path, scripted_models: ScriptedModels
+) -> None:
+    backend = scripted_models.serve("writer", _writes)
+    run(_config(tmp_path, windows=3, seed=1), Console(quiet=True))
+    first = [r.messages[-1].content for r in backend.requests]
+    backend.requests.clear()
+    run(_config(tmp_path, windows=3, seed=1), Console(quiet=True))
+    assert len(set(first)) == 3
+    assert [r.messages[-1].content for r in backend.requests if r.task == "writer"][:3] == first[:3]
+
+
+def test_bad_arguments_are_typed_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(TrainingInputError, match="adapter"):
+        run(_config(tmp_path, variants=("base", "lora")), Console(quiet=True))
+    with pytest.raises(TrainingInputError, match="split"):
+        run(_config(tmp_path, splits=("report",)), Console(quiet=True))
+    code = main(["bench", "writer", "--data", str(tmp_path / "ten.json"), "--out",
+                 str(tmp_path / "o"), "--split", "nine"])  # fmt: skip
+    assert code == 2
+    assert "--split takes" in capsys.readouterr().out

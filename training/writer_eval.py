@@ -1,0 +1,247 @@
+"""``tiermem bench writer``: the writer's facts against the gold observations, base beside LoRA.
+
+The windows are the writer's training examples of held-out conversations
+(:func:`tiermem.training.roles.writer_examples`: a session is one ``add()``, small talk
+dropped by the write path's rules, chunks of eight kept turns, the related earlier turns and
+facts shown), so each is the prompt the served writer sends, and its target is the gold
+observations whose last source turn falls in it. Each variant (``base``: the model as
+prompted; ``lora``: with ``--adapter``) writes every window once, through the role's runtime
+and its schema; the same windows for each, in one run.
+
+What is scored is what the write path would store: an entry that restates one of its cited
+turns is dropped there (:func:`tiermem.slm.roles.writer.restates`), so it is counted as
+``copies`` and not as a fact. A written fact matches a gold one when it cites one of the same
+turns and says the same thing (the embedder's cosine at least ``MATCH_COSINE``), one to one,
+best first. Reported per variant: precision and recall of the facts, the share that name the
+speaker of a turn they cite (``speaker``), copies, invalid outputs (which the write path
+replaces by the verbatim turns), calls and tokens per kept turn, and latency p50 / p95.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+from tiermem.bench.datasets import load_dataset
+from tiermem.bench.stats import percentile
+from tiermem.config import EmbedderConfig, backend_config
+from tiermem.embedding import Embedder, EmbedMode, build_embedder
+from tiermem.errors import SLMError
+from tiermem.slm.meter import Meter
+from tiermem.slm.prompts import writer
+from tiermem.slm.registry import BackendPool
+from tiermem.slm.roles.common import RoleRuntime
+from tiermem.slm.roles.writer import restates
+from tiermem.training import TrainingInputError
+from tiermem.training.dataset import SPLITS
+from tiermem.training.roles import RoleExample, writer_examples
+
+VARIANTS = ("base", "lora")
+MATCH_COSINE = 0.6  # a paraphrase of the same fact; checked on LoCoMo's observations
+WRITE_TIMEOUT_S = 600.0  # per window: a slow CPU must not turn into fallbacks
+
+
+@dataclass(frozen=True, slots=True)
+class WriterEvalConfig:
+    data: Path
+    out: Path
+    model: str = "qwen0.5b"
+    adapter: Path | None = None  # a GGUF LoRA on ``model``; without it no ``lora``
+    backend_kind: str = "llamacpp"  # a registered backend kind (llamacpp takes the adapter)
+    splits: tuple[str, ...] = ("tune", "test")  # LoCoMo 7-9: the report split
+    windows: int | None = 30  # a seeded sample of the split's windows; None: all
+    seed: int = 0
+    variants: tuple[str, ...] = VARIANTS
+    embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
+    models_dir: Path = Path("~/.cache/tiermem/models")
+
+
+@dataclass
+class Tally:
+    """One variant's counts over the windows."""
+
+    windows: int = 0
+    turns: int = 0
+    gold: int = 0
+    written: int = 0  # entries the write path would store (copies dropped)
+    matched: int = 0
+    named: int = 0  # written entries naming a speaker of a turn they cite
+    copies: int = 0
+    invalid: int = 0
+    latencies: list[float] = field(default_factory=list)
+
+    def row(self, meter: Meter) -> dict[str, float]:
+        def pct(a: int, b: int) -> float:
+            return 100.0 * a / b if b else float("nan")
+
+        used = meter.totals()
+        return {
+            "precision": pct(self.matched, self.written),
+            "recall": pct(self.matched, self.gold),
+            "speaker": pct(self.named, self.written),
+            "written": float(self.written),
+            "copies": float(self.copies),
+            "invalid": float(self.invalid),
+            "calls_per_turn": self.windows / self.turns if self.turns else float("nan"),
+            "prompt_tokens_per_call": used.get("prompt_tokens", 0) / max(1, self.windows),
+            "completion_tokens_per_call": used.get("completion_tokens", 0) / max(1, self.windows),
+            "p50_s": percentile(self.latencies, 50),
+            "p95_s": percentile(self.latencies, 95),
+        }
+
+
+def shown_memories(example: RoleExample) -> int:
+    """How many existing memories the window's prompt numbers."""
+    block = example.messages[-1].content.split("Existing memories:\n", 1)[1]
+    return sum(1 for line in block.split("\n\n", 1)[0].splitlines() if line.startswith("["))
+
+
+def _windows(cfg: WriterEvalConfig) -> list[RoleExample]:
+    unknown = [s for s in cfg.splits if s not in SPLITS]
+    if unknown:
+        raise TrainingInputError(f"--split takes {', '.join(SPLITS)}, got {unknown[0]!r}")
+    samples, _quirks = load_dataset(cfg.data)
+    folds = {i for s in cfg.splits for i in SPLITS[s]}
+    positions = [i for i in range(len(samples)) if i % 10 in folds]
+    found = writer_examples([samples[i] for i in positions], positions, ",".join(cfg.splits))
+    if not found:
+        raise TrainingInputError(f"{cfg.data} has no observations in the {cfg.splits} split")
+    if cfg.windows is not None and cfg.windows < len(found):
+        picked = sorted(random.Random(cfg.seed).sample(range(len(found)), cfg.windows))
+        found = [found[i] for i in picked]
+    return found
+
+
+def _turn_texts(example: RoleExample) -> list[tuple[str, str]]:
+    """(speaker, content) of the window's numbered turns, as the prompt shows them."""
+    block = example.messages[-1].content.split("Turns:\n", 1)[1]
+    out = []
+    for line in block.splitlines():
+        _number, _, rest = line.partition("] ")
+        said = rest.split(" · ", 1)[-1]
+        speaker, _, content = said.partition(": ")
+        out.append((speaker, content))
+    return out
+
+
+def _match(
+    gold: Sequence[writer.WrittenEntry],
+    made: Sequence[writer.WrittenEntry],
+    embedder: Embedder,
+) -> int:
+    """Written facts matched one to one with gold facts citing a shared turn, best first."""
+    if not gold or not made:
+        return 0
+    vectors = embedder.embed([e.text for e in [*gold, *made]], EmbedMode.DOCUMENT)
+    similar = vectors[len(gold) :] @ vectors[: len(gold)].T
+    pairs = sorted(
+        (
+            (float(similar[i, j]), i, j)
+            for i, m in enumerate(made)
+            for j, g in enumerate(gold)
+            if set(m.turns) & set(g.turns) and similar[i, j] >= MATCH_COSINE
+        ),
+        reverse=True,
+    )
+    used_made: set[int] = set()
+    used_gold: set[int] = set()
+    for _score, i, j in pairs:
+        if i not in used_made and j not in used_gold:
+            used_made.add(i)
+            used_gold.add(j)
+    return len(used_made)
+
+
+def _score(
+    tally: Tally,
+    example: RoleExample,
+    output: writer.WriterOutput | None,
+    embedder: Embedder,
+) -> None:
+    turns = _turn_texts(example)
+    gold = writer.WriterOutput.model_validate_json(example.target).entries
+    tally.windows += 1
+    tally.turns += len(turns)
+    tally.gold += len(gold)
+    if output is None:
+        tally.invalid += 1
+        return
+    kept = []
+    for e in output.entries:
+        cited = [turns[n - 1] for n in e.turns if 1 <= n <= len(turns)]
+        if not cited or restates(e.text, [c for _, c in cited]):
+            tally.copies += 1
+            continue
+        kept.append(e)
+        if any(s.casefold() in e.text.casefold() for s, _ in cited):
+            tally.named += 1
+    tally.written += len(kept)
+    tally.matched += _match(gold, kept, embedder)
+
+
+def run(cfg: WriterEvalConfig, console: Console) -> dict[str, Any]:
+    """Every variant on the same windows; the figures, also written to ``OUT/writer.json``."""
+    names = [v for v in cfg.variants if v in VARIANTS]
+    if len(names) != len(cfg.variants):
+        raise TrainingInputError(f"--variants takes {', '.join(VARIANTS)}")
+    if "lora" in names and (cfg.adapter is None or not cfg.adapter.is_file()):
+        raise TrainingInputError("the lora variant needs --adapter, a GGUF LoRA file")
+    windows = _windows(cfg)
+    embedder = build_embedder(cfg.embedder)
+    pool = BackendPool(cfg.models_dir)
+    result: dict[str, Any] = {"config": _jsonable(cfg), "windows": len(windows), "variants": {}}
+    try:
+        for name in names:
+            adapter = {"lora_path": cfg.adapter} if name == "lora" else {}
+            backend = pool.get(backend_config(kind=cfg.backend_kind, model=cfg.model, **adapter))
+            meter = Meter()
+            runtime = RoleRuntime(backend, meter, timeout_s=WRITE_TIMEOUT_S)
+            tally = Tally()
+            for example in windows:
+                schema = writer.schema(len(_turn_texts(example)), shown_memories(example))
+                started = time.perf_counter()
+                try:
+                    output: writer.WriterOutput | None = runtime.call(
+                        writer.SPEC, example.messages, schema
+                    )
+                except SLMError:
+                    output = None
+                tally.latencies.append(time.perf_counter() - started)
+                _score(tally, example, output, embedder)
+            result["variants"][name] = tally.row(meter)
+            console.print(f"{name}: {len(windows)} windows written", highlight=False)
+    finally:
+        pool.close()
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    (cfg.out / "writer.json").write_text(json.dumps(result, indent=2))
+    _print(result, console)
+    return result
+
+
+def _jsonable(cfg: WriterEvalConfig) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(json.dumps(asdict(cfg), default=str))
+    return loaded
+
+
+def _print(result: dict[str, Any], console: Console) -> None:
+    table = Table(title=f"writer on {result['windows']} held-out windows")
+    columns = ("precision", "recall", "speaker", "written", "copies", "invalid",
+               "calls_per_turn", "prompt_tokens_per_call", "completion_tokens_per_call",
+               "p50_s", "p95_s")  # fmt: skip
+    table.add_column("variant")
+    for c in columns:
+        table.add_column(c.replace("_", " "), justify="right")
+    for name, row in result["variants"].items():
+        table.add_row(name, *("-" if np.isnan(row[c]) else f"{row[c]:.2f}" for c in columns))
+    console.print(table)
+
+
+__all__ = ["MATCH_COSINE", "VARIANTS", "WriterEvalConfig", "run", "shown_memories"]
