@@ -18,9 +18,28 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, overload
+from typing import Literal, TypeVar, overload
 
 RRF_K = 60  # the usual constant: damps the weight of any single list's top ranks
+
+
+T = TypeVar("T")
+
+
+def in_turns(ranked: Sequence[Sequence[T]], limit: int) -> list[T]:
+    """Each list's first, then each list's second, ..., each item once, ``limit`` at most.
+
+    >>> in_turns([["a", "b"], ["c", "a", "d"], []], 4)
+    ['a', 'c', 'b', 'd']
+    """
+    out: list[T] = []
+    for rank in range(max((len(r) for r in ranked), default=0)):
+        for items in ranked:
+            if rank < len(items) and items[rank] not in out:
+                out.append(items[rank])
+                if len(out) == limit:
+                    return out
+    return out
 
 
 @dataclass(frozen=True, slots=True)

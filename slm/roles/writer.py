@@ -30,14 +30,18 @@ are stored verbatim, one entry per turn, so nothing said is lost.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
+from typing import TypeVar
 
 from tiermem.errors import SLMError, SLMOutputInvalid
 from tiermem.lexical import content_stems, stem
+from tiermem.ranking import in_turns
 from tiermem.render import human_date, render_memory
 from tiermem.roles.extract import CandidateEntry, Extraction, verbatim_candidates
 from tiermem.slm.prompts import writer as prompt
@@ -49,6 +53,10 @@ from tiermem.types import Role as Speaker
 # A copy with a word or two dropped or changed is still a copy; a rewrite into the third
 # person changes the pronouns and verbs of a short turn, which puts it well below this.
 RESTATED_JACCARD = 0.9
+CONTEXT_TURNS = 4  # the session's turns before a chunk, shown as context
+SHOWN = prompt.MAX_ENTRIES + 3  # related memories shown to a chunk
+RELATED_PER_TURN = 3  # of them, each turn's best
+_M = TypeVar("_M")
 GROUNDED_SHARE = 0.3  # of an update's content words, found in the turns it cites
 _TOKEN = re.compile(r"\w+")
 
@@ -156,6 +164,66 @@ def _event_time(value: str, sources: Sequence[Turn]) -> datetime:
     return max(t.timestamp for t in sources)
 
 
+def copy_of(
+    said: str, sources: Sequence[Turn], chunk: Sequence[Turn], earlier: Sequence[str]
+) -> tuple[Turn, ...] | None:
+    """The turns of ``chunk`` that ``said`` copies (its sources first, then any other turn:
+    the citation may be wrong), ``()`` for a copy of one of the ``earlier`` texts (the turns
+    before the chunk, the stored turn entries shown), ``None`` when it is not a copy."""
+    if restates(said, [t.content for t in sources]):
+        return tuple(sources)
+    for turn in chunk:
+        if restates(said, [turn.content]):
+            return (turn,)
+    if any(restates(said, [text]) for text in earlier):
+        return ()
+    return None
+
+
+def related_to(
+    memories: Sequence[_M], text: Callable[[_M], str], turns: Sequence[Turn], *, fill: bool = True
+) -> list[_M]:
+    """What a chunk's prompt shows of the related memories: for each of its turns the
+    ``RELATED_PER_TURN`` memories sharing the most content words with it, each word weighted
+    by how rare it is among the memories and the sum by the memory's length (as BM25 does;
+    on ties, and for none in common, the earlier in ``memories``: the store's order, whose
+    dense half finds a related memory in other words; without ``fill``, only those sharing a
+    word), taken in turns, ``SHOWN`` at most.
+
+    >>> from tiermem.types import Role as R
+    >>> t = datetime(2026, 9, 30, tzinfo=UTC)
+    >>> turns = [Turn(f"t{i}", "u", "s", R.USER, "Ann", c, t)
+    ...          for i, c in enumerate(["I moved to Porto from Lyon.", "My cat is ill."])]
+    >>> related_to(["Ann likes jazz.", "Ann's cat Tofu.", "Ann lives in Lyon."], str, turns)[:2]
+    ['Ann lives in Lyon.', "Ann's cat Tofu."]
+    """
+    stems = [content_stems(text(m)) for m in memories]
+    count = Counter(w for s in stems for w in s)
+    weight = {w: math.log((1 + len(stems)) / n) for w, n in count.items()}  # rare words count
+    ranked = []
+    for turn in turns:
+        words = content_stems(turn.content[:2000])
+        scored = sorted(
+            (-sum(weight[w] for w in words & s) / math.sqrt(len(s) or 1), i)
+            for i, s in enumerate(stems)
+            if fill or words & s
+        )
+        ranked.append([memories[i] for _, i in scored[:RELATED_PER_TURN]])
+    return in_turns(ranked, SHOWN)
+
+
+def writer_input(
+    chunk: Sequence[Turn], context: Sequence[Turn], shown: Sequence[str]
+) -> prompt.WriterInput:
+    """What the model reads for one chunk: its turns dated, the turns before it, and the
+    memories shown (``render_memory`` of each)."""
+    return prompt.WriterInput(
+        turns=[prompt.turn_line(human_date(t.timestamp), t.speaker, t.content) for t in chunk],
+        context=[f"{t.speaker}: {t.content}" for t in context],
+        existing=list(shown),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class _Shown:
     """What the model was shown for one chunk: what an entry may copy."""
@@ -166,22 +234,12 @@ class _Shown:
     speakers: frozenset[str]
 
     def copy_of(self, said: str, sources: Sequence[Turn]) -> tuple[Turn, ...] | None:
-        """The turns of this chunk that ``said`` copies (its sources first, then any other
-        turn: the citation may be wrong), ``()`` for a copy of an earlier turn or a stored
-        turn entry, ``None`` when it is not a copy."""
-        if restates(said, [t.content for t in sources]):
-            return tuple(sources)
-        for turn in self.chunk:
-            if restates(said, [turn.content]):
-                return (turn,)
         stored = [
             prompt.split_label(e.text, self.speakers)[1]
             for e in self.existing
             if e.kind is MemoryKind.TURN
         ]
-        if any(restates(said, [text]) for text in [*(t.content for t in self.context), *stored]):
-            return ()
-        return None
+        return copy_of(said, sources, self.chunk, [*(t.content for t in self.context), *stored])
 
 
 @dataclass(slots=True)
@@ -200,7 +258,7 @@ class SLMWriter(Role):
         self,
         runtime: RoleRuntime,
         max_turns: int = 8,
-        context_turns: int = 4,
+        context_turns: int = CONTEXT_TURNS,
         *,
         keep_turns: bool = True,
     ) -> None:
@@ -234,12 +292,8 @@ class SLMWriter(Role):
         self, chunk: Sequence[Turn], context: Sequence[Turn], existing: Sequence[MemoryEntry]
     ) -> _Written | None:
         """The writer's entries for ``chunk``, or ``None`` when the model failed (counted)."""
-        shown = list(existing[: prompt.MAX_ENTRIES + 3])
-        inp = prompt.WriterInput(
-            turns=[prompt.turn_line(human_date(t.timestamp), t.speaker, t.content) for t in chunk],
-            context=[f"{t.speaker}: {t.content}" for t in context],
-            existing=[render_memory(e) for e in shown],
-        )
+        shown = related_to(existing, lambda e: e.text, chunk)
+        inp = writer_input(chunk, context, [render_memory(e) for e in shown])
         try:
             output = self._rt.call(
                 prompt.SPEC, prompt.build_messages(inp), prompt.schema(len(chunk), len(shown))

@@ -127,6 +127,37 @@ def test_newer_statement_supersedes_the_older_one(
     assert events[1].detail["superseded_by"] == new.id
 
 
+PLACES = ("market", "museum", "park", "cinema", "library", "beach", "harbour", "gallery", "zoo")
+
+
+def test_a_change_at_the_end_of_a_long_add_is_shown_what_it_changes(
+    make_slm_memory: Callable[..., Memory], slm_backend: ScriptedBackend, clock: ManualClock
+) -> None:
+    """Memories are looked up per turn and each chunk is shown those of its own turns. One
+    search of the call's first 2,000 characters, its best five shown to every chunk, never
+    saw a statement made after a few long messages."""
+    memory = make_slm_memory(controller={"enabled": False}, selector={"enabled": False})
+    memory.add(chat(("user", "I live in Cork, in a small flat near the station.")), "maya")
+    days = (
+        f"Spent the whole afternoon at the {place} with my cousin, we looked at everything "
+        f"twice, had a long lunch in the {place} cafe, argued about the best route home and "
+        f"only got back after dark, tired but happy with how the {place} day turned out."
+        for place in PLACES
+    )
+    memory.add(chat(*(("user", d) for d in list(days)[:8])), "maya")  # earlier memories
+    clock.advance(timedelta(days=7))
+    again = (f"Back at the {p} today, the {p} cafe had changed its menu again." for p in PLACES)
+    change = "Big news: we moved! I live in Porto now, we left Cork last weekend."
+    memory.add(chat(*(("user", a) for a in list(again)[:8]), ("user", change),
+                    start=T0 + timedelta(days=7)), "maya")  # fmt: skip
+    last = slm_backend.calls_for("writer")[-1]
+    assert numbered(last, "Turns:") == [f"[1] 9 March 2026 · Ana: {change}"]  # its own chunk
+    shown = numbered(last, "Existing memories:")
+    assert any("I live in Cork" in line for line in shown)
+    first = slm_backend.calls_for("writer")[-2]  # the other chunk: the memories of its turns
+    assert not any("Cork" in line for line in numbered(first, "Existing memories:"))
+
+
 def test_near_duplicate_merges_and_unites_sources(writer_memory: Memory, script: Script) -> None:
     script.queue("writer", {"entries": [entry("Maya's dog Miso hates thunderstorms.", 1)]})
     first = writer_memory.add(chat(("user", "Miso hates storms.")), user_id="maya")
@@ -294,9 +325,8 @@ def test_a_dissimilar_replacement_is_rejected_and_counted(
         {"entries": [entry("Maya likes chess.", 1, replaces=1)]},
     )
     old = writer_memory.add(chat(("user", "I'm vegetarian.")), user_id="maya").entries[0]
-    result = writer_memory.add(
-        chat(("user", "I like chess."), start=T0 + timedelta(hours=1)), user_id="maya"
-    )
+    said = "A vegetarian friend got me into chess, I like it."  # shown the memory it names
+    result = writer_memory.add(chat(("user", said), start=T0 + timedelta(hours=1)), "maya")
     assert result.superseded == ()
     assert writer_memory.get(old.id, "maya").superseded_by is None
     assert len(writer_memory.get_all("maya")) == 2
