@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from tiermem.training import TrainingInputError
 from tiermem.training.dataset import Example
-from tiermem.training.roles import RoleExample
+from tiermem.training.role_example import RoleExample
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from tiermem.training.lora import (
     prepare,
     run_steps,
 )
-from tiermem.training.roles import RoleExample, read_role_examples
+from tiermem.training.role_example import RoleExample, read_role_examples
 
 IGNORED = -100  # the label cross-entropy skips: the prompt's tokens
 

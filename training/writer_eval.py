@@ -1,20 +1,23 @@
 """``tiermem bench writer``: the writer's facts against the gold observations, base beside LoRA.
 
-The windows are the writer's training examples of held-out conversations
-(:func:`tiermem.training.roles.writer_examples`: a session is one ``add()``, small talk
-dropped by the write path's rules, chunks of eight kept turns, the related earlier turns and
-facts shown), so each is the prompt the served writer sends, and its target is the gold
+The windows are the writer's training windows of held-out conversations
+(:func:`tiermem.training.writer_data.observation_windows`: a session is one ``add()``, small
+talk dropped by the write path's rules, chunks of kept turns, the related earlier turns and
+gold facts shown), so each is the prompt the served writer sends, and its gold is the
 observations whose last source turn falls in it. Each variant (``base``: the model as
 prompted; ``lora``: with ``--adapter``) writes every window once, through the role's runtime
 and its schema; the same windows for each, in one run.
 
-What is scored is what the write path would store: an entry that restates one of its cited
-turns is dropped there (:func:`tiermem.slm.roles.writer.restates`), so it is counted as
-``copies`` and not as a fact. A written fact matches a gold one when it cites one of the same
-turns and says the same thing (the embedder's cosine at least ``MATCH_COSINE``), one to one,
-best first. Reported per variant: precision and recall of the facts, the share that name the
-speaker of a turn they cite (``speaker``), copies, invalid outputs (which the write path
-replaces by the verbatim turns), calls and tokens per kept turn, and latency p50 / p95.
+What is scored is what the write path would store (:class:`tiermem.slm.roles.writer.SLMWriter`):
+an output naming a turn or memory that was not shown is thrown away whole (``invalid``, as
+an output that does not parse); a written speaker label is split off, the cited turns are
+corrected to the user's turn where it cites only another's echo, and an entry that copies a
+turn of the window, of its context or a stored turn shown is dropped (``copies``). A kept
+fact matches a gold one when it cites one of the same turns and says the same thing (the
+embedder's cosine at least ``MATCH_COSINE``), one to one, best first. Reported per variant:
+precision and recall of the facts, the share that name the speaker of a turn they cite
+(``speaker``), copies, invalid outputs, calls per kept turn, tokens per call, and latency
+p50 / p95.
 """
 
 from __future__ import annotations
@@ -39,10 +42,10 @@ from tiermem.slm.meter import Meter
 from tiermem.slm.prompts import writer
 from tiermem.slm.registry import BackendPool
 from tiermem.slm.roles.common import RoleRuntime
-from tiermem.slm.roles.writer import restates
+from tiermem.slm.roles.writer import cited_speaker, copy_of
 from tiermem.training import TrainingInputError
 from tiermem.training.dataset import SPLITS
-from tiermem.training.roles import RoleExample, writer_examples
+from tiermem.training.writer_data import WriterWindow, observation_windows
 
 VARIANTS = ("base", "lora")
 MATCH_COSINE = 0.6  # a paraphrase of the same fact; checked on LoCoMo's observations
@@ -90,7 +93,7 @@ class Tally:
             "written": float(self.written),
             "copies": float(self.copies),
             "invalid": float(self.invalid),
-            "calls_per_turn": self.windows / self.turns if self.turns else float("nan"),
+            "calls_per_kept_turn": self.windows / self.turns if self.turns else float("nan"),
             "prompt_tokens_per_call": used.get("prompt_tokens", 0) / max(1, self.windows),
             "completion_tokens_per_call": used.get("completion_tokens", 0) / max(1, self.windows),
             "p50_s": percentile(self.latencies, 50),
@@ -98,20 +101,14 @@ class Tally:
         }
 
 
-def shown_memories(example: RoleExample) -> int:
-    """How many existing memories the window's prompt numbers."""
-    block = example.messages[-1].content.split("Existing memories:\n", 1)[1]
-    return sum(1 for line in block.split("\n\n", 1)[0].splitlines() if line.startswith("["))
-
-
-def _windows(cfg: WriterEvalConfig) -> list[RoleExample]:
+def _windows(cfg: WriterEvalConfig) -> list[WriterWindow]:
     unknown = [s for s in cfg.splits if s not in SPLITS]
     if unknown:
         raise TrainingInputError(f"--split takes {', '.join(SPLITS)}, got {unknown[0]!r}")
     samples, _quirks = load_dataset(cfg.data)
     folds = {i for s in cfg.splits for i in SPLITS[s]}
     positions = [i for i in range(len(samples)) if i % 10 in folds]
-    found = writer_examples([samples[i] for i in positions], positions, ",".join(cfg.splits))
+    found = observation_windows([samples[i] for i in positions], positions, ",".join(cfg.splits))
     if not found:
         raise TrainingInputError(f"{cfg.data} has no observations in the {cfg.splits} split")
     if cfg.windows is not None and cfg.windows < len(found):
@@ -120,34 +117,22 @@ def _windows(cfg: WriterEvalConfig) -> list[RoleExample]:
     return found
 
 
-def _turn_texts(example: RoleExample) -> list[tuple[str, str]]:
-    """(speaker, content) of the window's numbered turns, as the prompt shows them."""
-    block = example.messages[-1].content.split("Turns:\n", 1)[1]
-    out = []
-    for line in block.splitlines():
-        _number, _, rest = line.partition("] ")
-        said = rest.split(" · ", 1)[-1]
-        speaker, _, content = said.partition(": ")
-        out.append((speaker, content))
-    return out
-
-
 def _match(
     gold: Sequence[writer.WrittenEntry],
-    made: Sequence[writer.WrittenEntry],
+    made: Sequence[tuple[str, set[int]]],
     embedder: Embedder,
 ) -> int:
-    """Written facts matched one to one with gold facts citing a shared turn, best first."""
+    """Kept facts matched one to one with gold facts citing a shared turn, best first."""
     if not gold or not made:
         return 0
-    vectors = embedder.embed([e.text for e in [*gold, *made]], EmbedMode.DOCUMENT)
+    vectors = embedder.embed([*(g.text for g in gold), *(t for t, _ in made)], EmbedMode.DOCUMENT)
     similar = vectors[len(gold) :] @ vectors[: len(gold)].T
     pairs = sorted(
         (
             (float(similar[i, j]), i, j)
-            for i, m in enumerate(made)
+            for i, (_, turns) in enumerate(made)
             for j, g in enumerate(gold)
-            if set(m.turns) & set(g.turns) and similar[i, j] >= MATCH_COSINE
+            if turns & set(g.turns) and similar[i, j] >= MATCH_COSINE
         ),
         reverse=True,
     )
@@ -161,27 +146,32 @@ def _match(
 
 
 def _score(
-    tally: Tally,
-    example: RoleExample,
-    output: writer.WriterOutput | None,
-    embedder: Embedder,
+    tally: Tally, window: WriterWindow, output: writer.WriterOutput | None, embedder: Embedder
 ) -> None:
-    turns = _turn_texts(example)
-    gold = writer.WriterOutput.model_validate_json(example.target).entries
+    chunk = window.chunk
+    gold = writer.WriterOutput.model_validate({"entries": list(window.entries)}).entries
     tally.windows += 1
-    tally.turns += len(turns)
-    tally.gold += len(gold)
-    if output is None:
-        tally.invalid += 1
+    tally.turns += len(chunk)
+    tally.gold += len(gold) + window.cut
+    shown = len(window.shown)
+    if output is None or any(
+        not 1 <= n <= len(chunk) for e in output.entries for n in e.turns
+    ) or any(e.replaces > shown for e in output.entries):  # fmt: skip
+        tally.invalid += 1  # the write path keeps the verbatim turns instead
         return
-    kept = []
+    speakers = {t.speaker for t in [*chunk, *window.context]}
+    kept: list[tuple[str, set[int]]] = []
     for e in output.entries:
-        cited = [turns[n - 1] for n in e.turns if 1 <= n <= len(turns)]
-        if not cited or restates(e.text, [c for _, c in cited]):
+        if not e.text.strip():
+            continue
+        _label, said = writer.split_label(e.text, speakers)
+        cited = [chunk[n - 1] for n in sorted(set(e.turns))]
+        sources = cited_speaker(said, cited, chunk)
+        if copy_of(said, sources, chunk, window.earlier) is not None:
             tally.copies += 1
             continue
-        kept.append(e)
-        if any(s.casefold() in e.text.casefold() for s, _ in cited):
+        kept.append((said, {chunk.index(t) + 1 for t in sources}))
+        if any(t.speaker.casefold() in said.casefold() for t in sources):
             tally.named += 1
     tally.written += len(kept)
     tally.matched += _match(gold, kept, embedder)
@@ -205,17 +195,16 @@ def run(cfg: WriterEvalConfig, console: Console) -> dict[str, Any]:
             meter = Meter()
             runtime = RoleRuntime(backend, meter, timeout_s=WRITE_TIMEOUT_S)
             tally = Tally()
-            for example in windows:
-                schema = writer.schema(len(_turn_texts(example)), shown_memories(example))
+            for window in windows:
+                messages = window.example().messages
+                schema = writer.schema(len(window.chunk), len(window.shown))
                 started = time.perf_counter()
                 try:
-                    output: writer.WriterOutput | None = runtime.call(
-                        writer.SPEC, example.messages, schema
-                    )
+                    output: writer.WriterOutput | None = runtime.call(writer.SPEC, messages, schema)
                 except SLMError:
                     output = None
                 tally.latencies.append(time.perf_counter() - started)
-                _score(tally, example, output, embedder)
+                _score(tally, window, output, embedder)
             result["variants"][name] = tally.row(meter)
             console.print(f"{name}: {len(windows)} windows written", highlight=False)
     finally:
@@ -234,7 +223,7 @@ def _jsonable(cfg: WriterEvalConfig) -> dict[str, Any]:
 def _print(result: dict[str, Any], console: Console) -> None:
     table = Table(title=f"writer on {result['windows']} held-out windows")
     columns = ("precision", "recall", "speaker", "written", "copies", "invalid",
-               "calls_per_turn", "prompt_tokens_per_call", "completion_tokens_per_call",
+               "calls_per_kept_turn", "prompt_tokens_per_call", "completion_tokens_per_call",
                "p50_s", "p95_s")  # fmt: skip
     table.add_column("variant")
     for c in columns:
@@ -244,4 +233,4 @@ def _print(result: dict[str, Any], console: Console) -> None:
     console.print(table)
 
 
-__all__ = ["MATCH_COSINE", "VARIANTS", "WriterEvalConfig", "run", "shown_memories"]
+__all__ = ["MATCH_COSINE", "VARIANTS", "WriterEvalConfig", "run"]

@@ -412,11 +412,13 @@ def _scenario(user: int, rng: random.Random) -> Scenario:
     return Scenario(conv, updates, facts)
 
 
-def scenarios(seed: int = 7, users: int = 24) -> list[Scenario]:
+def scenarios(seed: int = 7, users: int = 24, first_user: int = 0) -> list[Scenario]:
     """``users`` scenarios, the same for the same seed, each with its labelled changes and
-    what a writer should keep of its statements."""
+    what a writer should keep of its statements. Users are numbered from ``first_user``: the
+    number picks the name, the start date and the correction, so other numbers give other
+    users (the writer's training takes users the benchmark never has)."""
     rng = random.Random(seed)
-    return [_scenario(user, rng) for user in range(users)]
+    return [_scenario(user, rng) for user in range(first_user, first_user + users)]
 
 
 def update_scenarios(

@@ -19,14 +19,14 @@ from tiermem.slm.prompts import writer
 from tiermem.training import TrainingInputError
 from tiermem.training.generation import IGNORED, encode_answer, train_role
 from tiermem.training.lora import TrainConfig
-from tiermem.training.roles import (
+from tiermem.training.roles import read_role_examples, write_role_dataset
+from tiermem.training.settings import WRITER_MAX_EXAMPLES
+from tiermem.training.writer_data import (
+    UPDATE_FIRST_USER,
     UPDATE_SEED,
     WRITER_FAMILIES,
-    read_role_examples,
     update_examples,
-    write_role_dataset,
 )
-from tiermem.training.settings import WRITER_MAX_EXAMPLES
 
 from tests.training.test_controller import (
     assert_served_as_trained,
@@ -105,10 +105,12 @@ def test_a_file_without_observations_is_a_typed_error(tmp_path: Path) -> None:
     assert not (tmp_path / "train.jsonl").exists()
 
 
-def test_updates_replace_the_older_statement_which_is_always_shown() -> None:
-    assert UpdatesConfig(out=Path("x")).seed != UPDATE_SEED  # never the benchmark's users
-    made = scenarios(UPDATE_SEED, 4)
+def test_updates_are_windows_of_other_users_that_replace_what_they_are_shown() -> None:
+    made = scenarios(UPDATE_SEED, 6, UPDATE_FIRST_USER)
     examples = update_examples(made, "train")
+    bench = scenarios(UpdatesConfig(out=Path("x")).seed, 24)
+    users = {s.conversation.speaker_a for s in made}
+    assert not users & {s.conversation.speaker_a for s in bench}  # never the benchmark's users
     facts = {(s.conversation.sample_id, f.turn_id): f for s in made for f in s.facts}
     said = {
         (s.conversation.sample_id, t.turn_id): t.text
@@ -116,23 +118,27 @@ def test_updates_replace_the_older_statement_which_is_always_shown() -> None:
         for session in s.conversation.sessions
         for t in session.turns
     }
-    assert {e.meta.question_type for e in examples} <= set(WRITER_FAMILIES)
-    assert set(WRITER_FAMILIES) < {f.name for f in FAMILIES} | {"correction"}  # some unseen
-    superseding = 0
-    for e in examples:
-        [entry] = json.loads(e.target)["entries"]
-        fact = facts[(e.meta.sample_id, e.meta.evidence[0])]
+    taught = [(e, entry) for e in examples for entry in json.loads(e.target)["entries"]]
+    superseding = set()
+    for e, entry in taught:
+        number = entry["turns"][0]
+        key = (e.meta.sample_id, e.meta.evidence[number - 1])  # the turn it cites, in its window
+        fact = facts[key]
         assert entry["text"] == fact.text
-        shown = e.messages[-1].content.split("Existing memories:\n")[1].split("\n\nTurns:")[0]
-        if fact.replaces is None:
-            assert entry["replaces"] == 0  # a look-alike or a first statement
+        assert fact.family in WRITER_FAMILIES  # the benchmark's other families stay unseen
+        if not entry["replaces"]:
             continue
-        superseding += 1
+        assert fact.replaces is not None  # only a change replaces
+        superseding.add(fact.family)
+        shown = e.messages[-1].content.split("Existing memories:\n")[1].split("\n\n")[0]
         line = shown.splitlines()[entry["replaces"] - 1]
-        key = (e.meta.sample_id, fact.replaces)
-        # the memory it replaces is the older statement's turn, or the fact written of it
-        assert line.endswith((f": {said[key]}", f"] {facts[key].text}")), (line, fact)
-    assert superseding >= 4  # every user corrects one thing
+        old = (e.meta.sample_id, fact.replaces)
+        # what it replaces is the older statement's turn, or the fact written of it
+        assert line.endswith((f": {said[old]}", f"] {facts[old].text}")), (line, fact)
+    assert superseding  # some changes are taught as supersedes
+    assert {entry["turns"][0] for _, entry in taught} != {1}  # cited where they stand
+    assert set(WRITER_FAMILIES) < {f.name for f in FAMILIES}  # some families unseen
+    assert "correction" not in WRITER_FAMILIES
 
 
 def test_the_writers_default_sample_keeps_a_run_within_the_hour() -> None:

@@ -19,8 +19,9 @@ from tests.training.test_writer import observed
 
 
 def _writes(request: SLMRequest) -> str:
-    """Session 1: two of the gold facts and a copy of a turn; session 2: a fact the gold does
-    not hold, naming nobody; conversation 9's session 2: no JSON."""
+    """Session 1: two of the gold facts and two copies of turns; session 2: a fact the gold
+    does not hold, naming nobody; conversation 8's: a turn not shown, conversation 9's: no
+    JSON (each thrown away whole by the write path)."""
     prompt = request.messages[-1].content
     turns = prompt.split("Turns:\n")[1]
     number = turns.split("(number ")[1].split(")")[0]
@@ -31,7 +32,11 @@ def _writes(request: SLMRequest) -> str:
             {**entry, "text": f"Ben plays the oboe in an orchestra (number {number}).",
              "turns": [2]},
             {**entry, "text": f"I adopted a cat called Tofu (number {number}).", "turns": [1]},
+            {**entry, "text": f"Ana: My sister bakes bread in Lisbon (number {number}).",
+             "turns": [2]},  # a labelled copy, under a wrong citation: dropped as served
         ]})  # fmt: skip
+    if number == "8":
+        return json.dumps({"entries": [{**entry, "text": "Ben has a dog.", "turns": [5]}]})
     if number == "9":
         return "not json"
     return json.dumps({"entries": [{**entry, "text": "Someone likes jazz a lot.", "turns": [1]}]})
@@ -60,14 +65,14 @@ def test_facts_are_scored_as_the_write_path_would_store_them(
     result = run(_config(tmp_path), Console(quiet=True))
     assert result["windows"] == 6  # conversations 7-9, a window a session
     row = result["variants"]["base"]
-    # gold: 3 + 1 facts in each of 3 conversations; written: 2 + 1, 2 + 1, 2 (and no JSON)
-    assert row["written"] == 8
-    assert row["copies"] == 3
-    assert row["invalid"] == 1
-    assert row["precision"] == pytest.approx(100 * 6 / 8)
+    # gold: 3 + 1 facts in each of 3 conversations; kept: 2 + 1, 2 (turn 5 of 2), 2 (no JSON)
+    assert row["written"] == 7
+    assert row["copies"] == 6
+    assert row["invalid"] == 2
+    assert row["precision"] == pytest.approx(100 * 6 / 7)
     assert row["recall"] == pytest.approx(100 * 6 / 12)
-    assert row["speaker"] == pytest.approx(100 * 6 / 8)  # "Someone" names no speaker
-    assert row["calls_per_turn"] == pytest.approx(6 / 15)
+    assert row["speaker"] == pytest.approx(100 * 6 / 7)  # "Someone" names no speaker
+    assert row["calls_per_kept_turn"] == pytest.approx(6 / 15)
     assert json.loads((tmp_path / "out" / "writer.json").read_text())["variants"]["base"] == row
 
 
