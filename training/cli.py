@@ -156,6 +156,12 @@ def add_role_bench_parsers(suites: Any) -> None:
     wr.add_argument("--windows", default="30", help="a seeded sample of the windows, or 'all'")
     wr.add_argument("--seed", type=int, default=0)
     wr.add_argument("--variants", default="base,lora", help="lora runs with --adapter")
+    wr.add_argument(
+        "--updates",
+        type=int,
+        default=4,
+        help="bench updates' users whose changes score the supersedes (0: none)",
+    )
 
 
 def _role_bench_arguments(bench: Any, out: str, adapted: str) -> None:
@@ -185,6 +191,7 @@ def run_role_bench(args: argparse.Namespace, console: Console) -> None:
                 windows=_count(args.windows, "--windows", None),
                 seed=args.seed,
                 variants=variants,
+                updates=max(0, args.updates),
             ),
             console,
         )

@@ -108,6 +108,9 @@ class WriterWindow:
     entries: tuple[dict[str, object], ...]
     cut: int  # gold facts past MAX_ENTRIES, not taught
     meta: RoleMeta
+    shown_turns: tuple[str, ...] = ()  # the turn each memory shown comes from
+    shown_texts: tuple[str, ...] = ()  # and its text, as stored
+    changes: tuple[tuple[str, str], ...] = ()  # (new statement's turn, older one's): labelled
 
     def example(self) -> RoleExample:
         messages = writer.build_messages(writer_input(self.chunk, self.context, self.shown))
@@ -196,6 +199,9 @@ def windows(
                     tuple(entries),
                     cut,
                     meta,
+                    tuple(m.turn_id for m in shown),
+                    tuple(m.text for m in shown),
+                    tuple((g.turn_ids[-1], g.replaces) for g in found if g.replaces),
                 )
             )
         # what the store holds after this add(): the verbatim turns and the entries written
@@ -224,6 +230,17 @@ def writer_examples(
     return [w.example() for w in observation_windows(conversations, positions, split)]
 
 
+def update_windows(made: Sequence[Scenario], split: str) -> list[WriterWindow]:
+    """Every family's statements, each window holding one: what ``bench writer --updates``
+    scores a writer's supersedes on (the benchmark's own users)."""
+    out = []
+    for position, scenario in enumerate(made):
+        gold = [Gold(f.text, f.kind, (f.turn_id,), f.replaces) for f in scenario.facts]
+        where = (position, split, "update")
+        out += windows(scenario.conversation, gold, where, only_with_gold=True)
+    return out
+
+
 def update_examples(made: Sequence[Scenario], split: str) -> list[RoleExample]:
     """The scenario chunks that hold a statement of :data:`WRITER_FAMILIES` and none of
     another family, with what the writer should keep of each."""
@@ -250,6 +267,7 @@ __all__ = [
     "kind_of",
     "observation_windows",
     "update_examples",
+    "update_windows",
     "windows",
     "writer_examples",
 ]

@@ -18,6 +18,14 @@ embedder's cosine at least ``MATCH_COSINE``), one to one, best first. Reported p
 precision and recall of the facts, the share that name the speaker of a turn they cite
 (``speaker``), copies, invalid outputs, calls per kept turn, tokens per call, and latency
 p50 / p95.
+
+Supersedes are scored on ``tiermem bench updates``' own users (``updates`` of them, seed 7),
+on the windows that state a labelled change, built the same way (the memories shown hold the
+earlier statements' turns and their gold facts). A supersede counts where the write path keeps
+it (in range, not a copy, grounded in the turn it cites); it is right when the memory it
+replaces comes from the older statement and it cites the new one. Reported: supersedes made,
+precision, recall of the labelled changes, and how many of them had the older statement among
+the memories shown (no writer can replace what it is not shown).
 """
 
 from __future__ import annotations
@@ -35,6 +43,8 @@ from rich.console import Console
 from rich.table import Table
 from tiermem.bench.datasets import load_dataset
 from tiermem.bench.stats import percentile
+from tiermem.bench.update_scenarios import scenarios
+from tiermem.bench.updates import UpdatesConfig
 from tiermem.config import EmbedderConfig, backend_config
 from tiermem.embedding import Embedder, EmbedMode, build_embedder
 from tiermem.errors import SLMError
@@ -42,10 +52,11 @@ from tiermem.slm.meter import Meter
 from tiermem.slm.prompts import writer
 from tiermem.slm.registry import BackendPool
 from tiermem.slm.roles.common import RoleRuntime
-from tiermem.slm.roles.writer import cited_speaker, copy_of
+from tiermem.slm.roles.writer import cited_speaker, copy_of, grounded
 from tiermem.training import TrainingInputError
 from tiermem.training.dataset import SPLITS
-from tiermem.training.writer_data import WriterWindow, observation_windows
+from tiermem.training.writer_data import WriterWindow, observation_windows, update_windows
+from tiermem.types import Turn
 
 VARIANTS = ("base", "lora")
 MATCH_COSINE = 0.6  # a paraphrase of the same fact; checked on LoCoMo's observations
@@ -65,6 +76,30 @@ class WriterEvalConfig:
     variants: tuple[str, ...] = VARIANTS
     embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
     models_dir: Path = Path("~/.cache/tiermem/models")
+    updates: int = 4  # bench updates' users (seed 7) whose changes score the supersedes
+
+
+@dataclass
+class Supersedes:
+    """A variant's supersede decisions on the update windows, as the write path would keep
+    them (in range, not a copy, grounded in the turn it cites)."""
+
+    made: int = 0
+    right: int = 0  # the memory of the older statement, replaced from the new one
+    changes: int = 0  # labelled changes in the windows
+    shown: int = 0  # of them, with the older statement among the memories shown
+    found: set[tuple[str, str, str]] = field(default_factory=set)
+
+    def row(self) -> dict[str, float]:
+        return {
+            "supersedes": float(self.made),
+            "supersede_precision": 100.0 * self.right / self.made if self.made else float("nan"),
+            "supersede_recall": 100.0 * len(self.found) / self.changes
+            if self.changes
+            else float("nan"),
+            "changes": float(self.changes),
+            "changes_shown": float(self.shown),
+        }
 
 
 @dataclass
@@ -153,28 +188,68 @@ def _score(
     tally.windows += 1
     tally.turns += len(chunk)
     tally.gold += len(gold) + window.cut
-    shown = len(window.shown)
-    if output is None or any(
-        not 1 <= n <= len(chunk) for e in output.entries for n in e.turns
-    ) or any(e.replaces > shown for e in output.entries):  # fmt: skip
+    if output is None or _out_of_range(window, output):
         tally.invalid += 1  # the write path keeps the verbatim turns instead
         return
+    kept = [k for k in _kept(window, output) if k is not None]
+    tally.copies += len(output.entries) - len(kept)
+    tally.named += sum(1 for said, sources, _ in kept if _names(sources, said))
+    made = [(said, {chunk.index(t) + 1 for t in sources}) for said, sources, _ in kept]
+    tally.written += len(made)
+    tally.matched += _match(gold, made, embedder)
+
+
+def _names(sources: Sequence[Turn], said: str) -> bool:
+    return any(t.speaker.casefold() in said.casefold() for t in sources)
+
+
+def _kept(
+    window: WriterWindow, output: writer.WriterOutput
+) -> list[tuple[str, list[Turn], int] | None]:
+    """Each entry as the write path keeps it (its text, its source turns, what it replaces)
+    or ``None`` where it drops it as a copy."""
+    chunk = window.chunk
     speakers = {t.speaker for t in [*chunk, *window.context]}
-    kept: list[tuple[str, set[int]]] = []
+    out: list[tuple[str, list[Turn], int] | None] = []
     for e in output.entries:
         if not e.text.strip():
+            out.append(None)
             continue
         _label, said = writer.split_label(e.text, speakers)
         cited = [chunk[n - 1] for n in sorted(set(e.turns))]
         sources = cited_speaker(said, cited, chunk)
-        if copy_of(said, sources, chunk, window.earlier) is not None:
-            tally.copies += 1
+        copied = copy_of(said, sources, chunk, window.earlier) is not None
+        out.append(None if copied else (said, sources, e.replaces))
+    return out
+
+
+def _score_supersedes(
+    tally: Supersedes, window: WriterWindow, output: writer.WriterOutput | None
+) -> None:
+    tally.changes += len(window.changes)
+    tally.shown += sum(1 for _, old in window.changes if old in window.shown_turns)
+    if output is None or _out_of_range(window, output):
+        return
+    labelled = set(window.changes)
+    for item in _kept(window, output):
+        if item is None or not item[2]:
             continue
-        kept.append((said, {chunk.index(t) + 1 for t in sources}))
-        if any(t.speaker.casefold() in said.casefold() for t in sources):
-            tally.named += 1
-    tally.written += len(kept)
-    tally.matched += _match(gold, kept, embedder)
+        said, sources, replaces = item
+        if not grounded(said, sources, window.shown_texts[replaces - 1]):
+            continue  # the write path keeps the entry and drops the replaces
+        tally.made += 1
+        old = window.shown_turns[replaces - 1]
+        hits = {(t.turn_id, old) for t in sources} & labelled
+        tally.right += bool(hits)
+        tally.found |= {(window.meta.sample_id, new, o) for new, o in hits}
+
+
+def _out_of_range(window: WriterWindow, output: writer.WriterOutput) -> bool:
+    """Whether the output names a turn or memory not shown: thrown away whole, served."""
+    turns, shown = len(window.chunk), len(window.shown)
+    return any(not 1 <= n <= turns for e in output.entries for n in e.turns) or any(
+        e.replaces > shown for e in output.entries
+    )
 
 
 def run(cfg: WriterEvalConfig, console: Console) -> dict[str, Any]:
@@ -185,6 +260,8 @@ def run(cfg: WriterEvalConfig, console: Console) -> dict[str, Any]:
     if "lora" in names and (cfg.adapter is None or not cfg.adapter.is_file()):
         raise TrainingInputError("the lora variant needs --adapter, a GGUF LoRA file")
     windows = _windows(cfg)
+    changes = update_windows(scenarios(UpdatesConfig(out=cfg.out).seed, cfg.updates), "bench")
+    changes = [w for w in changes if w.changes]  # the windows that state a change
     embedder = build_embedder(cfg.embedder)
     pool = BackendPool(cfg.models_dir)
     result: dict[str, Any] = {"config": _jsonable(cfg), "windows": len(windows), "variants": {}}
@@ -196,23 +273,31 @@ def run(cfg: WriterEvalConfig, console: Console) -> dict[str, Any]:
             runtime = RoleRuntime(backend, meter, timeout_s=WRITE_TIMEOUT_S)
             tally = Tally()
             for window in windows:
-                messages = window.example().messages
-                schema = writer.schema(len(window.chunk), len(window.shown))
                 started = time.perf_counter()
-                try:
-                    output: writer.WriterOutput | None = runtime.call(writer.SPEC, messages, schema)
-                except SLMError:
-                    output = None
+                output = _write(runtime, window)
                 tally.latencies.append(time.perf_counter() - started)
                 _score(tally, window, output, embedder)
             result["variants"][name] = tally.row(meter)
-            console.print(f"{name}: {len(windows)} windows written", highlight=False)
+            supersedes = Supersedes()
+            for window in changes:
+                _score_supersedes(supersedes, window, _write(runtime, window))
+            result["variants"][name].update(supersedes.row())
+            console.print(f"{name}: {len(windows) + len(changes)} windows written")
     finally:
         pool.close()
     cfg.out.mkdir(parents=True, exist_ok=True)
     (cfg.out / "writer.json").write_text(json.dumps(result, indent=2))
     _print(result, console)
     return result
+
+
+def _write(runtime: RoleRuntime, window: WriterWindow) -> writer.WriterOutput | None:
+    """The window's writer call, in its schema; ``None`` where it fails."""
+    schema = writer.schema(len(window.chunk), len(window.shown))
+    try:
+        return runtime.call(writer.SPEC, window.example().messages, schema)
+    except SLMError:
+        return None
 
 
 def _jsonable(cfg: WriterEvalConfig) -> dict[str, Any]:

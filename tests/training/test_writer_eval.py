@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from tiermem.bench.update_scenarios import scenarios
 from tiermem.cli import main
 from tiermem.config import EmbedderConfig
 from tiermem.slm.base import SLMRequest
 from tiermem.training import TrainingInputError
+from tiermem.training.writer_data import update_windows
 from tiermem.training.writer_eval import WriterEvalConfig, run
 
 from tests.fakes.scripted import ScriptedModels
@@ -53,6 +55,7 @@ def _config(tmp_path: Path, **overrides: object) -> WriterEvalConfig:
         "windows": None,
         "variants": ("base",),
         "embedder": EmbedderConfig(provider="hash"),
+        "updates": 0,
         **overrides,
     }
     return WriterEvalConfig(**settings)  # type: ignore[arg-type]
@@ -73,7 +76,40 @@ def test_facts_are_scored_as_the_write_path_would_store_them(
     assert row["recall"] == pytest.approx(100 * 6 / 12)
     assert row["speaker"] == pytest.approx(100 * 6 / 7)  # "Someone" names no speaker
     assert row["calls_per_kept_turn"] == pytest.approx(6 / 15)
-    assert json.loads((tmp_path / "out" / "writer.json").read_text())["variants"]["base"] == row
+    written = json.loads((tmp_path / "out" / "writer.json").read_text())["variants"]["base"]
+    assert {k: v for k, v in written.items() if v == v} == {k: v for k, v in row.items() if v == v}
+    assert row["changes"] == 0  # no update users asked for: no supersede scored
+
+
+def test_supersedes_are_scored_on_the_benchmarks_own_changes(
+    tmp_path: Path, scripted_models: ScriptedModels
+) -> None:
+    """A writer that writes each window's gold replaces right wherever the older statement is
+    shown; one that replaces another memory shown is wrong every time."""
+    made = [w for w in update_windows(scenarios(7, 2), "bench") if w.changes]
+    gold = {w.example().messages[-1].content: w.example().target for w in made}
+
+    def perfect(request: SLMRequest) -> str:
+        return gold.get(request.messages[-1].content, '{"entries": []}')
+
+    def off_by_one(request: SLMRequest) -> str:
+        target = json.loads(perfect(request))
+        for e in target["entries"]:
+            e["replaces"] = e["replaces"] % 2 + 1 if e["replaces"] else 0
+        return json.dumps(target)
+
+    rows = {}
+    for name, writes in (("perfect", perfect), ("wrong", off_by_one)):
+        scripted_models.serve(name, writes)
+        config = _config(tmp_path, model=name, updates=2, windows=1)
+        rows[name] = run(config, Console(quiet=True))["variants"]["base"]
+    right = rows["perfect"]
+    assert right["changes"] == 2 * 4  # a correction and three changes a user
+    assert 0 < right["changes_shown"] < right["changes"]  # a correction is said in one add()
+    assert right["supersede_precision"] == 100
+    assert right["supersede_recall"] == pytest.approx(100 * right["changes_shown"] / 8)
+    assert rows["wrong"]["supersedes"] > 0
+    assert rows["wrong"]["supersede_precision"] == 0
 
 
 def test_the_same_windows_are_sampled_for_every_run(
