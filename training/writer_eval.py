@@ -21,11 +21,12 @@ p50 / p95.
 
 Supersedes are scored on ``tiermem bench updates``' own users (``updates`` of them, seed 7),
 on the windows that state a labelled change, built the same way (the memories shown hold the
-earlier statements' turns and their gold facts). A supersede counts where the write path keeps
-it (in range, not a copy, grounded in the turn it cites); it is right when the memory it
-replaces comes from the older statement and it cites the new one. Reported: supersedes made,
-precision, recall of the labelled changes, and how many of them had the older statement among
-the memories shown (no writer can replace what it is not shown).
+earlier statements' turns and their gold facts; supersedes made in other windows are not
+counted). A supersede counts where the writer's own checks keep it (in range, not a copy,
+grounded in the turn it cites; the resolver's similarity check is not applied); it is right
+when the memory it replaces comes from the older statement and it cites the new one.
+Reported: supersedes made, precision, recall of the labelled changes, and how many of them had
+the older statement among the memories shown (no writer can replace what it is not shown).
 """
 
 from __future__ import annotations
@@ -131,8 +132,8 @@ class Tally:
             "calls_per_kept_turn": self.windows / self.turns if self.turns else float("nan"),
             "prompt_tokens_per_call": used.get("prompt_tokens", 0) / max(1, self.windows),
             "completion_tokens_per_call": used.get("completion_tokens", 0) / max(1, self.windows),
-            "p50_s": percentile(self.latencies, 50),
-            "p95_s": percentile(self.latencies, 95),
+            "p50_s": percentile(self.latencies, 50) if self.latencies else float("nan"),
+            "p95_s": percentile(self.latencies, 95) if self.latencies else float("nan"),
         }
 
 
@@ -191,8 +192,10 @@ def _score(
     if output is None or _out_of_range(window, output):
         tally.invalid += 1  # the write path keeps the verbatim turns instead
         return
-    kept = [k for k in _kept(window, output) if k is not None]
-    tally.copies += len(output.entries) - len(kept)
+    written = _kept(window, output)
+    kept = [k for k in written if k is not None]
+    tally.copies += sum(1 for e, k in zip(output.entries, written, strict=True)
+                        if k is None and e.text.strip())  # fmt: skip
     tally.named += sum(1 for said, sources, _ in kept if _names(sources, said))
     made = [(said, {chunk.index(t) + 1 for t in sources}) for said, sources, _ in kept]
     tally.written += len(made)
@@ -309,7 +312,8 @@ def _print(result: dict[str, Any], console: Console) -> None:
     table = Table(title=f"writer on {result['windows']} held-out windows")
     columns = ("precision", "recall", "speaker", "written", "copies", "invalid",
                "calls_per_kept_turn", "prompt_tokens_per_call", "completion_tokens_per_call",
-               "p50_s", "p95_s")  # fmt: skip
+               "p50_s", "p95_s", "supersedes", "supersede_precision", "supersede_recall",
+               "changes_shown")  # fmt: skip
     table.add_column("variant")
     for c in columns:
         table.add_column(c.replace("_", " "), justify="right")

@@ -55,7 +55,7 @@ from tiermem.types import Role as Speaker
 RESTATED_JACCARD = 0.9
 CONTEXT_TURNS = 4  # the session's turns before a chunk, shown as context
 SHOWN = prompt.MAX_ENTRIES + 3  # related memories shown to a chunk
-RELATED_PER_TURN = 3  # of them, each turn's best
+SHOWN_PER_TURN = 3  # of them, each turn's best
 _M = TypeVar("_M")
 GROUNDED_SHARE = 0.3  # of an update's content words, found in the turns it cites
 _TOKEN = re.compile(r"\w+")
@@ -184,11 +184,12 @@ def related_to(
     memories: Sequence[_M], text: Callable[[_M], str], turns: Sequence[Turn], *, fill: bool = True
 ) -> list[_M]:
     """What a chunk's prompt shows of the related memories: for each of its turns the
-    ``RELATED_PER_TURN`` memories sharing the most content words with it, each word weighted
+    ``SHOWN_PER_TURN`` memories sharing the most content words with it, each word weighted
     by how rare it is among the memories and the sum by the memory's length (as BM25 does;
-    on ties, and for none in common, the earlier in ``memories``: the store's order, whose
-    dense half finds a related memory in other words; without ``fill``, only those sharing a
-    word), taken in turns, ``SHOWN`` at most.
+    on ties, and for none in common, the earlier in ``memories``: the store's order, which
+    ``related_memories`` takes in turns over all the call's turns, so a memory found by its
+    meaning alone fills a place only after those sharing a word; without ``fill``, only those
+    sharing a word), taken in turns, ``SHOWN`` at most.
 
     >>> from tiermem.types import Role as R
     >>> t = datetime(2026, 9, 30, tzinfo=UTC)
@@ -208,7 +209,7 @@ def related_to(
             for i, s in enumerate(stems)
             if fill or words & s
         )
-        ranked.append([memories[i] for _, i in scored[:RELATED_PER_TURN]])
+        ranked.append([memories[i] for _, i in scored[:SHOWN_PER_TURN]])
     return in_turns(ranked, SHOWN)
 
 

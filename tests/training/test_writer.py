@@ -118,6 +118,9 @@ def test_updates_are_windows_of_other_users_that_replace_what_they_are_shown() -
         for session in s.conversation.sessions
         for t in session.turns
     }
+    for e in examples:  # no window holds a statement of an unseen family, target or not
+        in_window = [facts.get((e.meta.sample_id, t)) for t in e.meta.evidence]
+        assert all(f.family in WRITER_FAMILIES for f in in_window if f is not None)
     taught = [(e, entry) for e in examples for entry in json.loads(e.target)["entries"]]
     superseding = set()
     for e, entry in taught:

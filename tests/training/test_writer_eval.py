@@ -101,7 +101,7 @@ def test_supersedes_are_scored_on_the_benchmarks_own_changes(
     rows = {}
     for name, writes in (("perfect", perfect), ("wrong", off_by_one)):
         scripted_models.serve(name, writes)
-        config = _config(tmp_path, model=name, updates=2, windows=1)
+        config = _config(tmp_path, model=name, updates=2, windows=0)  # the changes alone
         rows[name] = run(config, Console(quiet=True))["variants"]["base"]
     right = rows["perfect"]
     assert right["changes"] == 2 * 4  # a correction and three changes a user
