@@ -14,13 +14,8 @@ from tiermem.bench.cli import add_bench_parser, run_bench
 from tiermem.config import TiermemConfig
 from tiermem.errors import TiermemError
 from tiermem.service.commands import add_service_parsers, run_service_command
-from tiermem.training.cli import (
-    ROLE_BENCHES,
-    add_role_bench_parsers,
-    add_train_parser,
-    run_role_bench,
-    run_train,
-)
+from tiermem.training.bench_cli import ROLE_BENCHES, add_role_bench_parsers, run_role_bench
+from tiermem.training.cli import add_train_parser, run_train
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -2,7 +2,7 @@
 ``controller`` or ``writer``), ``selector`` (LoRA, then the GGUF LoRA and an Ollama Modelfile;
 or the cross-encoder), ``controller`` and ``writer`` (LoRA, the same flags and export) and
 ``converters`` (unpack llama.cpp's converters; ``make install`` runs it so that exporting works
-offline).
+offline). ``tiermem bench selector`` and ``writer`` live in :mod:`tiermem.training.bench_cli`.
 
 Only argparse and paths are imported here: the CLI's parser is built on every ``tiermem`` call.
 """
@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from tiermem.bench.cli import parse_budgets, parse_names, positive
 from tiermem.training import TrainingInputError
 from tiermem.training.settings import WRITER_MAX_EXAMPLES, CrossEncoderSettings, LoraSettings
 
@@ -114,111 +113,6 @@ def add_train_parser(commands: Any) -> None:
     conv.add_argument("--cache", type=Path, help="default: ~/.cache/tiermem/sdist")
 
 
-ROLE_BENCHES = ("selector", "writer")  # the bench suites that need training's evaluation
-
-
-def add_role_bench_parsers(suites: Any) -> None:
-    """``tiermem bench selector`` and ``tiermem bench writer`` on the bench suites'
-    subparsers (``add_bench_parser``): a role's variants compared on held-out data."""
-    sel = suites.add_parser(
-        "selector", help="rank fusion, listwise, pointwise and LoRA-tuned selectors, one run"
-    )
-    _role_bench_arguments(sel, "rows, summary", "pointwise-lora")
-    sel.add_argument(
-        "--split", default="test", help="by position %% 10: train (0-6), tune (7) or test (8-9)"
-    )
-    sel.add_argument("-k", type=int, default=10, help="kept at most; the pool is 2k")
-    sel.add_argument("--questions", type=int, help="per conversation, evenly spaced (default: all)")
-    sel.add_argument("--budget", default="300,600,1200", help="token budgets of the context")
-    sel.add_argument(
-        "--calibrate-questions",
-        type=int,
-        default=0,
-        help="tune-split questions to calibrate the pointwise threshold on (0: keep k)",
-    )
-    sel.add_argument("--weight", type=float, default=0.3, help="the model's share of the score")
-    sel.add_argument(
-        "--variants",
-        default="fusion,listwise,pointwise,pointwise-lora,cross-encoder",
-        help="pointwise-lora runs with --adapter, cross-encoder with --cross-encoder",
-    )
-    sel.add_argument(
-        "--cross-encoder", type=Path, metavar="DIR", help="from train selector --arch cross-encoder"
-    )
-    sel.add_argument("--embed-cache", type=Path, metavar="DIR", help="memoise embeddings here")
-    wr = suites.add_parser(
-        "writer", help="the writer's facts against LoCoMo's gold observations, base and LoRA"
-    )
-    _role_bench_arguments(wr, "writer.json", "the lora variant")
-    wr.add_argument(
-        "--split", default="tune,test", help="comma-separated: train, tune, test (7-9: tune,test)"
-    )
-    wr.add_argument("--windows", default="30", help="a seeded sample of the windows, or 'all'")
-    wr.add_argument("--seed", type=int, default=0)
-    wr.add_argument("--variants", default="base,lora", help="lora runs with --adapter")
-    wr.add_argument(
-        "--updates",
-        type=int,
-        default=4,
-        help="bench updates' users whose changes score the supersedes (0: none)",
-    )
-
-
-def _role_bench_arguments(bench: Any, out: str, adapted: str) -> None:
-    """What a role's bench reads and writes: a data file, a folder, a base and its LoRA."""
-    bench.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
-    bench.add_argument("--out", type=Path, required=True, help=out)
-    bench.add_argument("--model", default="qwen0.5b", help="the base model (llama.cpp alias/GGUF)")
-    bench.add_argument("--adapter", type=Path, help=f"a GGUF LoRA on --model ({adapted})")
-
-
-def run_role_bench(args: argparse.Namespace, console: Console) -> None:
-    """``tiermem bench selector`` or ``writer``: a role's variants on the same inputs."""
-    if args.suite == "writer":
-        from tiermem.training.writer_eval import WriterEvalConfig
-        from tiermem.training.writer_eval import run as evaluate_writer
-
-        variants = parse_names(args.variants, "--variants") or ()
-        if args.adapter is None:
-            variants = tuple(v for v in variants if v != "lora")
-        evaluate_writer(
-            WriterEvalConfig(
-                data=args.data,
-                out=args.out,
-                model=args.model,
-                adapter=args.adapter,
-                splits=parse_names(args.split, "--split") or (),
-                windows=_count(args.windows, "--windows", None),
-                seed=args.seed,
-                variants=variants,
-                updates=max(0, args.updates),
-            ),
-            console,
-        )
-        return
-    from tiermem.training.evaluate import SelectorEvalConfig
-    from tiermem.training.evaluate import run as evaluate_selectors
-
-    evaluate_selectors(
-        SelectorEvalConfig(
-            data=args.data,
-            out=args.out,
-            model=args.model,
-            adapter=args.adapter,
-            split=args.split,
-            k=positive(args.k, "-k"),
-            questions=args.questions and positive(args.questions, "--questions"),
-            budgets=parse_budgets(args.budget) or (),
-            calibrate_questions=max(0, args.calibrate_questions),
-            weight=args.weight,
-            variants=parse_names(args.variants, "--variants") or (),
-            cross_encoder=args.cross_encoder,
-            embed_cache=args.embed_cache,
-        ),
-        console,
-    )
-
-
 def _lora_arguments(sel: Any, max_examples: int | None) -> None:
     """The LoRA run's flags, alike for every role (only the default sample differs)."""
     sel.add_argument("--rank", type=int, default=DEFAULTS.rank)
@@ -251,7 +145,7 @@ def _lora_arguments(sel: Any, max_examples: int | None) -> None:
     sel.add_argument("--ollama-from", help="the Modelfile's FROM (default: the base GGUF)")
 
 
-def _count(text: str | None, option: str, default: int | None) -> int | None:
+def parse_count(text: str | None, option: str, default: int | None) -> int | None:
     """A positive count, ``all`` (``None``) or, when not given, ``default``."""
     if text is None:
         return default
@@ -362,7 +256,7 @@ def _selector_dataset(args: argparse.Namespace, console: Console) -> None:
         data=args.data,
         split=args.split,
         k=args.k,
-        negatives=_count(args.negatives, "--negatives", default),
+        negatives=parse_count(args.negatives, "--negatives", default),
         seed=args.seed,
         embedder=embedder,
         questions=args.max_questions,
@@ -387,7 +281,7 @@ def _settings(args: argparse.Namespace) -> LoraSettings:
         learning_rate=args.lr or DEFAULTS.learning_rate,
         epochs=args.epochs or DEFAULTS.epochs,
         batch_size=args.batch_size or DEFAULTS.batch_size,
-        max_examples=_count(args.max_examples, "--max-examples", args.default_max_examples),
+        max_examples=parse_count(args.max_examples, "--max-examples", args.default_max_examples),
         seed=args.seed,
         device=args.device,
         precision=args.precision,
@@ -480,7 +374,7 @@ def _cross_encoder(args: argparse.Namespace, console: Console) -> None:
         epochs=args.epochs or CROSS.epochs,
         batch_size=args.batch_size or CROSS.batch_size,
         max_length=args.max_length,
-        max_examples=_count(args.max_examples, "--max-examples", CROSS.max_examples),
+        max_examples=parse_count(args.max_examples, "--max-examples", CROSS.max_examples),
         seed=args.seed,
         weight=args.weight,
         device=args.device,
@@ -524,10 +418,4 @@ def _export(result: Any, ollama_from: str | None, role: str, console: Console) -
     console.print(f"GGUF LoRA: {gguf}\nOllama: {result.out / 'Modelfile'}", highlight=False)
 
 
-__all__ = [
-    "ROLE_BENCHES",
-    "add_role_bench_parsers",
-    "add_train_parser",
-    "run_role_bench",
-    "run_train",
-]
+__all__ = ["add_train_parser", "parse_count", "run_train"]

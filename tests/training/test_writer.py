@@ -144,7 +144,7 @@ def test_updates_are_windows_of_other_users_that_replace_what_they_are_shown() -
     assert "correction" not in WRITER_FAMILIES
 
 
-def test_the_writers_default_sample_keeps_a_run_within_the_hour() -> None:
+def test_the_writer_samples_fewer_examples_by_default_than_the_other_roles() -> None:
     from tiermem.cli import _parser
     from tiermem.training.cli import _settings
 
