@@ -36,7 +36,8 @@ class Expansion:
     the whole, and one long answer cut in many pieces would otherwise hold many ranks;
     ``distinct``: a hit whose turns better hits already found takes no rank of its own,
     and no place among the ``k`` hits of a search (``tiermem.pipeline.read.distinct``).
-    ``cut``: units worth less than this share of the best unit are not delivered.
+    ``cut``: units worth less than this share of the best unit are not delivered (values
+    after the length shares below).
     ``fall_off``: a hit is delivered only if one of its retrievers scored it at least this
     share of that retriever's best score in the result (0 keeps every hit).
     ``later``: the share of a hit's value that a later statement close to it is worth (a
@@ -45,7 +46,11 @@ class Expansion:
     most ``later_max_tokens`` (``tiermem.pipeline.deliver.later_statements``); 0 offers
     none. ``later_retrieved``: a later statement that retrieval returned too is offered at
     that share as well, beyond ``later_per_hit`` (it keeps its own rank when that is worth
-    more): the newest statement of a changed fact often ranks below the old one."""
+    more): the newest statement of a changed fact often ranks below the old one.
+    ``neighbour_tokens``: a neighbour longer than this many tokens keeps only
+    ``neighbour_tokens / its tokens`` of its share (a long assistant answer beside a user's
+    short turn); ``long_tokens``: the same for every unit, hits too, after the first
+    (``tiermem.pipeline.deliver.length_share``); 0 turns either off."""
 
     reply: float = 0.5
     previous: float = 0.3
@@ -63,9 +68,20 @@ class Expansion:
     later_similarity: float = 0.5
     later_max_tokens: int = 80
     later_retrieved: bool = True
+    neighbour_tokens: int = 300
+    long_tokens: int = 400
 
 
-NO_EXPANSION = Expansion(reply=0.0, previous=0.0, burst=0.0, member=0.0, fall_off=0.0, later=0.0)
+NO_EXPANSION = Expansion(
+    reply=0.0,
+    previous=0.0,
+    burst=0.0,
+    member=0.0,
+    fall_off=0.0,
+    later=0.0,
+    neighbour_tokens=0,
+    long_tokens=0,
+)
 
 
 @dataclass(frozen=True, slots=True)

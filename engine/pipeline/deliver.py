@@ -5,13 +5,15 @@ whose turns are gone. Around each turn hit its neighbours are offered too, worth
 the hit, walking out from it in the session: first the rest of the speaker's burst (people
 send a thought in several short messages), then the burst that answers it (the answer often
 sits in the reply) or the one it answers. When speakers alternate, that is the turn after and
-the turn before. ``tiermem.context.pack`` then fills the budget. An adaptive cut
-(``Expansion.fall_off``: hits that no retriever scored near its best are not offered) saves
-tokens; it is off by default, since the budget is the caller's."""
+the turn before. A long unit (an assistant's long answer offered beside a user's short turn)
+is worth less per token past ``Expansion.neighbour_tokens`` / ``long_tokens``: the budget it
+takes is worth more to the next short hits. ``tiermem.context.pack`` then fills the
+budget. An adaptive cut (``Expansion.fall_off``: hits that no retriever scored near its best
+are not offered) saves tokens; it is off by default, since the budget is the caller's."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import replace
 from functools import partial
 
@@ -192,11 +194,26 @@ def hit_units(
     turns: Mapping[str, ContextTurn],
     expansion: Expansion,
     later: Mapping[str, Sequence[tuple[str, ...]]] | None = None,
+    tokens: Callable[[ContextTurn], int] | None = None,
 ) -> list[Unit]:
     """Units for ``hits`` (best first), their neighbours and the later statements offered
     for them (``offered``: turn ids by hit id, each worth ``expansion.later`` of its hit),
-    best value first."""
+    best value first. With ``tokens`` (a turn's cost), long units are worth less
+    (``length_share``): a neighbour past ``expansion.neighbour_tokens``, then any unit past
+    ``expansion.long_tokens`` (a neighbour past both is discounted by both; a piece's unit by
+    its whole turn's cost, though its fallback line is shorter)."""
     by_place = {(t.session_id, t.position): t for t in turns.values()}
+
+    counted: dict[str, int] = {}
+
+    def cost(ids: Sequence[str]) -> int:  # 0: lengths do not count (no counter, no turns)
+        if tokens is None:
+            return 0
+        for t in ids:
+            if t not in counted and t in turns:
+                counted[t] = tokens(turns[t])
+        return sum(counted.get(t, 0) for t in ids)
+
     units: list[Unit] = []
     found: set[str] = set()
     rank = -1
@@ -219,14 +236,35 @@ def hit_units(
         for step, edge in ((1, turns[own[-1]]), (-1, turns[own[0]])):
             for near, share in neighbours(edge, step, by_place, expansion):
                 if near not in own:
+                    if expansion.neighbour_tokens > 0:
+                        share *= length_share(cost((near,)), expansion.neighbour_tokens)
                     units.append(Unit((near,), value * share))
         for newer in (later or {}).get(hit.id, ()):
             units.append(Unit(newer, value * expansion.later))
+    if expansion.long_tokens > 0 and tokens is not None:
+        units = [
+            replace(u, value=u.value * length_share(cost(u.turn_ids), expansion.long_tokens))
+            for u in units
+        ]
     units.sort(key=lambda u: -u.value)  # stable: ties keep the hits' order
     if units and expansion.cut > 0:
         floor = units[0].value * expansion.cut
         units = [u for u in units if u.value >= floor]
     return units
+
+
+def length_share(cost: int, reference: int) -> float:
+    """The share of its value that a unit of ``cost`` tokens keeps: all of it up to
+    ``reference`` tokens, beyond that ``reference / cost`` (a unit twice as long as the
+    reference is worth half). A ``reference`` of 0 keeps all of it. The budget a long turn
+    takes (a user/assistant chat's long answers) is worth more to the next short hits.
+
+    >>> length_share(50, 200), length_share(400, 200), length_share(400, 0)
+    (1.0, 0.5, 1.0)
+    """
+    if reference <= 0 or cost <= reference:
+        return 1.0
+    return reference / cost
 
 
 def strong_hits(hits: Sequence[SearchHit], fall_off: float) -> list[SearchHit]:
@@ -279,7 +317,8 @@ def build_context(
     offers = {
         h: offered(hit_of[h], found, turns, c, expansion, retrieved) for h, found in later.items()
     }
-    ctx = pack(hit_units(hits, turns, expansion, offers), turns, budget_tokens, c.tokens)
+    units = hit_units(hits, turns, expansion, offers, lambda t: c.tokens.count(t.line))
+    ctx = pack(units, turns, budget_tokens, c.tokens)
     by_id = {t.turn_id: t for t in stored}
     sources = {tid: by_id[tid] for tid in ctx.turn_ids if tid in by_id}
     return replace(ctx, hits=tuple(delivered_hits(ctx, hits)), source_turns=sources)
@@ -305,6 +344,7 @@ __all__ = [
     "hit_value",
     "hit_vectors",
     "later_statements",
+    "length_share",
     "neighbours",
     "offered",
     "strong_hits",

@@ -109,6 +109,57 @@ def test_a_piece_of_a_long_turn_is_worth_a_share_of_its_rank() -> None:
     assert [u.turn_ids for u in unshared] == [("s2:0",), ("s1:2",)]
 
 
+def test_a_long_reply_is_worth_less_than_a_short_hit_when_lengths_count() -> None:
+    # A user's short turn, the assistant's long answer to it, and a short hit elsewhere: a
+    # budget that holds the first turn and its answer, but not the second hit as well.
+    long_answer = " ".join(["Here is a long list of suggestions with many words."] * 30)
+    turns = {
+        "a:0": ContextTurn("a:0", "a", 0, "User", "I keep my sneakers under the bed.", DAY1),
+        "a:1": ContextTurn("a:1", "a", 1, "Assistant", long_answer, DAY1),
+        "b:0": ContextTurn("b:0", "b", 0, "User", "I moved them to the closet.", DAY2),
+    }
+    counter = ApproxTokenCounter()
+    tokens = {t: counter.count(turn.line) for t, turn in turns.items()}
+    assert tokens["a:1"] > 200 > 20 > tokens["a:0"]
+    hits = _hits([("a:0",), ("b:0",)])
+    budget = pack([Unit(("a:0", "a:1"), 1.0)], turns, 10**6, counter).tokens
+
+    def valued(expansion: Expansion) -> dict[tuple[str, ...], float]:
+        units = hit_units(hits, turns, expansion, tokens=lambda t: tokens[t.turn_id])
+        return {u.turn_ids: u.value for u in units}
+
+    def delivered(expansion: Expansion) -> tuple[str, ...]:
+        units = hit_units(hits, turns, expansion, tokens=lambda t: tokens[t.turn_id])
+        return pack(units, turns, budget, counter).turn_ids
+
+    plain = Expansion(reply=0.6, previous=0.3, later=0, neighbour_tokens=0, long_tokens=0)
+    # by value alone, the answer (0.6 of the first hit) is packed before the second hit (0.5)
+    assert valued(plain)[("a:1",)] == pytest.approx(0.6)
+    assert delivered(plain) == ("a:0", "a:1")
+    # it keeps 100 / its tokens of its share past 100 tokens: now the second hit goes first
+    by_neighbour = valued(replace(plain, neighbour_tokens=100))
+    assert by_neighbour[("a:1",)] == pytest.approx(0.6 * 100 / tokens["a:1"])
+    assert by_neighbour[("b:0",)] == pytest.approx(0.5)  # a short hit keeps its worth
+    assert delivered(replace(plain, neighbour_tokens=100)) == ("a:0", "b:0")
+    # long_tokens discounts every unit, hits too: a long hit falls behind a short one
+    long_hit = valued(replace(plain, long_tokens=100))
+    assert long_hit[("a:1",)] == pytest.approx(0.6 * 100 / tokens["a:1"])
+    assert delivered(replace(plain, long_tokens=100)) == ("a:0", "b:0")
+    ranked_first = hit_units(
+        _hits([("a:1",), ("b:0",)]),
+        turns,
+        replace(plain, long_tokens=100),
+        tokens=lambda t: tokens[t.turn_id],
+    )
+    order = [u.turn_ids for u in ranked_first]
+    assert order[0] == ("b:0",)  # the short second hit, before the long first one
+    # both: a neighbour past both references is discounted by both
+    both = valued(replace(plain, neighbour_tokens=100, long_tokens=200))
+    assert both[("a:1",)] == pytest.approx(0.6 * 100 / tokens["a:1"] * 200 / tokens["a:1"])
+    # a reference above every length changes nothing
+    assert valued(replace(plain, neighbour_tokens=10**4, long_tokens=10**4)) == valued(plain)
+
+
 def test_an_edited_turn_entry_is_not_a_piece_of_its_turn() -> None:
     from tiermem.types import MemoryEntry, MemoryKind, ScoreExplanation, SearchHit
 
