@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from tiermem.components import Components
 from tiermem.embedding.base import EmbedMode, Vectors, check_vectors
-from tiermem.lexical import lexical_query
+from tiermem.lexical import search_terms
 from tiermem.policy import budget_plan
 from tiermem.ranking import reciprocal_rank_fusion
 from tiermem.roles.plan import Candidate, RetrievalPlan, Route
@@ -64,7 +64,7 @@ def first_stage(
             c.store.hybrid_search,
             user_id,
             vectors[i],
-            lexical_query(plan.queries[i].text),
+            search_terms(plan.queries[i].text),
             plan.filters,
             budget,
         )
