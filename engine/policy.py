@@ -47,6 +47,9 @@ class Expansion:
     none. ``later_retrieved``: a later statement that retrieval returned too is offered at
     that share as well, beyond ``later_per_hit`` (it keeps its own rank when that is worth
     more): the newest statement of a changed fact often ranks below the old one.
+    ``again``: a turn offered several times (its own hit, an exchange's member, another hit's
+    neighbour) is offered once, worth its best offer plus this share of each other offer
+    (``tiermem.pipeline.deliver.accumulate``); 0 keeps every offer apart.
     ``neighbour_tokens``: a neighbour longer than this many tokens keeps only
     ``neighbour_tokens / its tokens`` of its share (a long assistant answer beside a user's
     short turn); ``long_tokens``: the same for every unit, hits too, after the first
@@ -68,6 +71,7 @@ class Expansion:
     later_similarity: float = 0.5
     later_max_tokens: int = 80
     later_retrieved: bool = True
+    again: float = 0.1
     neighbour_tokens: int = 300
     long_tokens: int = 400
 
@@ -79,6 +83,7 @@ NO_EXPANSION = Expansion(
     member=0.0,
     fall_off=0.0,
     later=0.0,
+    again=0.0,
     neighbour_tokens=0,
     long_tokens=0,
 )

@@ -7,7 +7,9 @@ send a thought in several short messages), then the burst that answers it (the a
 sits in the reply) or the one it answers. When speakers alternate, that is the turn after and
 the turn before. A long unit (an assistant's long answer offered beside a user's short turn)
 is worth less per token past ``Expansion.neighbour_tokens`` / ``long_tokens``: the budget it
-takes is worth more to the next short hits. ``tiermem.context.pack`` then fills the
+takes is worth more to the next short hits. A turn offered more than once (its own hit, a
+member of an exchange hit, another hit's neighbour) is offered once, worth a little more
+(``accumulate``). ``tiermem.context.pack`` then fills the
 budget. An adaptive cut (``Expansion.fall_off``: hits that no retriever scored near its best
 are not offered) saves tokens; it is off by default, since the budget is the caller's."""
 
@@ -247,10 +249,45 @@ def hit_units(
             for u in units
         ]
     units.sort(key=lambda u: -u.value)  # stable: ties keep the hits' order
+    units = accumulate(units, expansion.again)
     if units and expansion.cut > 0:
         floor = units[0].value * expansion.cut
         units = [u for u in units if u.value >= floor]
     return units
+
+
+def accumulate(units: Sequence[Unit], again: float) -> list[Unit]:
+    """``units`` (best first) with each turn offered alone more than once (its own hit, a
+    member of an exchange hit, a neighbour of another hit) offered once, worth its best offer
+    plus ``again`` times each other offer, best first again. A turn several hits point at is
+    likelier to be what they found: of an exchange whose whole does not fit, the member that
+    other hits point at too goes first (a long answer to the question that matched), where
+    otherwise the shorter member would. Units of several turns and lines are kept as they
+    are; 0 keeps every unit.
+
+    >>> us = [Unit(("a",), 0.9), Unit(("b",), 0.9), Unit(("b",), 0.4), Unit(("a", "b"), 0.3)]
+    >>> [(u.turn_ids, round(u.value, 2)) for u in accumulate(us, 0.25)]
+    [(('b',), 1.0), (('a',), 0.9), (('a', 'b'), 0.3)]
+    """
+    if again <= 0:
+        return list(units)
+    extra: dict[str, float] = {}
+    kept: list[Unit] = []
+    for unit in units:
+        if len(unit.turn_ids) == 1 and unit.line is None:
+            turn = unit.turn_ids[0]
+            if turn in extra:
+                extra[turn] += again * unit.value
+                continue
+            extra[turn] = 0.0
+        kept.append(unit)
+    summed = [
+        replace(u, value=u.value + extra[u.turn_ids[0]])
+        if len(u.turn_ids) == 1 and u.line is None
+        else u
+        for u in kept
+    ]
+    return sorted(summed, key=lambda u: -u.value)
 
 
 def length_share(cost: int, reference: int) -> float:
@@ -337,6 +374,7 @@ def delivered_hits(ctx: DeliveredContext, hits: Sequence[SearchHit]) -> list[Sea
 
 
 __all__ = [
+    "accumulate",
     "build_context",
     "context_turns",
     "delivered_hits",
