@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from tiermem.components import Components
 from tiermem.embedding.base import EmbedMode, Vectors, check_vectors
-from tiermem.lexical import search_terms
+from tiermem.lexical import content_stems, lexical_query, search_terms
 from tiermem.policy import budget_plan
 from tiermem.ranking import reciprocal_rank_fusion
 from tiermem.roles.plan import Candidate, RetrievalPlan, Route
@@ -71,6 +71,7 @@ def first_stage(
         for i, budget in mtm
     ]
     for (i, budget), hits in zip(mtm, concurrently(searches), strict=True):
+        hits = on_topic(hits, plan.queries[i].text)
         per_query[f"q{i}"] = _mtm_candidates(hits, budget, found)
         weights[f"q{i}"] = plan.queries[i].weight
     merged = reciprocal_rank_fusion(per_query, weights=weights)[: sum(plan.candidate_budgets)]
@@ -93,6 +94,31 @@ def ltm_applies(c: Components, plan: RetrievalPlan) -> bool:
     if f.since or f.until or f.session_id:
         return False
     return not f.kinds or MemoryKind.KNOWLEDGE in f.kinds
+
+
+def on_topic(hits: HybridHits, question: str) -> HybridHits:
+    """``hits`` without the BM25 hits that share no content word with ``question``. A
+    first-person question's own words ("my", "have": ``search_terms``) weigh among the
+    entries on its topic; alone they find nothing: in a small memory "my" is rare enough
+    that "My brother works as a pilot." would outrank the greyhound for "What is my dog's
+    name?". A question that BM25 reads in content words only is returned as it is.
+
+    >>> from datetime import UTC, datetime
+    >>> from tiermem.stores.base import ScoredEntry
+    >>> from tiermem.types import MemoryEntry, MemoryKind
+    >>> at = datetime(2026, 1, 1, tzinfo=UTC)
+    >>> def hit(text):
+    ...     return ScoredEntry(MemoryEntry(text, "u", text, MemoryKind.TURN, at, at), 1.0)
+    >>> found = HybridHits([], [hit("My brother is a pilot."), hit("I adopted a dog.")])
+    >>> [h.entry.text for h in on_topic(found, "What is my dog's name?").lexical]
+    ['I adopted a dog.']
+    """
+    if search_terms(question) == lexical_query(question):
+        return hits
+    topic = content_stems(question)
+    return replace(
+        hits, lexical=[h for h in hits.lexical if not topic.isdisjoint(content_stems(h.entry.text))]
+    )
 
 
 def _mtm_candidates(hits: HybridHits, budget: int, found: dict[str, Candidate]) -> list[str]:
@@ -260,6 +286,7 @@ __all__ = [
     "distinct",
     "first_stage",
     "ltm_applies",
+    "on_topic",
     "query_vectors",
     "record_access",
     "relax_if_starved",

@@ -76,6 +76,34 @@ def test_stop_words_do_not_outvote_the_meaning(memory: Memory) -> None:
     assert "bm25" not in pilot.explanation.components  # only "dog name" went to BM25
 
 
+def test_a_first_person_question_weighs_the_askers_own_words(memory: Memory) -> None:
+    """ "have I ... my" goes to BM25 beside the content words: the asker's own statement
+    outscores an answer about the same sneakers that repeats their words (``search_terms``);
+    an entry sharing only "I" / "have" is no BM25 hit at all (``on_topic``)."""
+    filler = [("user", f"I have a question about item {i}, can you help me?") for i in range(20)]
+    memory.add(
+        chat(
+            ("user", "I have worn my black sneakers twice since I bought them."),
+            (
+                "assistant",
+                "Black sneakers are worn everywhere: black sneakers worn with jeans, "
+                "and worn sneakers need a wash.",
+            ),
+            *filler,
+        ),
+        user_id="ana",
+    )
+    hits = memory.search("How many times have I worn my black sneakers?", "ana", k=40)
+    turns = [h for h in hits if len(h.source_turn_ids) == 1]  # not the exchanges
+
+    def bm25(word: str) -> float:
+        return next(h for h in turns if word in h.entry.text).explanation.components["bm25"]
+
+    assert bm25("twice") > bm25("jeans")
+    off_topic = [h for h in turns if "item" in h.entry.text]
+    assert off_topic and all("bm25" not in h.explanation.components for h in off_topic)
+
+
 def test_a_query_of_stop_words_only_runs_dense_alone(memory: Memory) -> None:
     memory.add(chat(("user", "I adopted a greyhound called Comet.")), user_id="ana")
     hits = memory.search("what is it?", "ana", k=1)

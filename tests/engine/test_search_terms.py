@@ -16,6 +16,8 @@ from tiermem.stores.lexical_index import LexicalIndex
         ("What was I'm told?", "was I'm told"),
         ("Can you remind me what you recommended?", "remind me recommended"),
         ("What is the capital of France?", "capital France"),
+        ("Where did I’m told my sister’s car is?", "did I'm told my sister car is"),
+        ("Who am I?", ""),  # no content word: nothing for BM25 to find
         ("", ""),
     ],
 )
