@@ -8,8 +8,8 @@ sits in the reply) or the one it answers. When speakers alternate, that is the t
 the turn before. A long unit (an assistant's long answer offered beside a user's short turn)
 is worth less per token past ``Expansion.neighbour_tokens`` / ``long_tokens``: the budget it
 takes is worth more to the next short hits. A turn offered more than once (its own hit, a
-member of an exchange hit, another hit's neighbour) is offered once, worth a little more
-(``accumulate``). ``tiermem.context.pack`` then fills the
+member of an exchange hit, another hit's neighbour) can be offered once, worth a little
+more (``accumulate``; off by default). ``tiermem.context.pack`` then fills the
 budget. An adaptive cut (``Expansion.fall_off``: hits that no retriever scored near its best
 are not offered) saves tokens; it is off by default, since the budget is the caller's."""
 
@@ -115,8 +115,9 @@ def later_statements(
     """For each of the first ``expansion.later_hits`` MTM hits, the user's entries from after
     it closest to it (to the hit, not to the query) at cosine ``later_similarity`` or more,
     best first, whose turns are not ``retrieved`` (those keep their own rank, unless
-    ``later_retrieved``: then they are offered too, and are delivered by the better of the
-    two values): the statements that may have changed it (a moved flight, a new diet).
+    ``later_retrieved``: then they are offered too, and a single turn is delivered by the
+    better of the two values plus ``again`` of the other): the statements that may have
+    changed it (a moved flight, a new diet).
     ``offered`` picks what is delivered of them. The hits' stored vectors in one store read
     (no model call), their searches at once; by hit id."""
     chosen = [h for h in hits if h.tier is Tier.MTM][: expansion.later_hits]
@@ -203,7 +204,8 @@ def hit_units(
     best value first. With ``tokens`` (a turn's cost), long units are worth less
     (``length_share``): a neighbour past ``expansion.neighbour_tokens``, then any unit past
     ``expansion.long_tokens`` (a neighbour past both is discounted by both; a piece's unit by
-    its whole turn's cost, though its fallback line is shorter)."""
+    its whole turn's cost, though its fallback line is shorter). With ``expansion.again``, a
+    turn offered alone more than once is then offered once (``accumulate``)."""
     by_place = {(t.session_id, t.position): t for t in turns.values()}
 
     counted: dict[str, int] = {}
@@ -263,7 +265,8 @@ def accumulate(units: Sequence[Unit], again: float) -> list[Unit]:
     likelier to be what they found: of an exchange whose whole does not fit, the member that
     other hits point at too goes first (a long answer to the question that matched), where
     otherwise the shorter member would. Units of several turns and lines are kept as they
-    are; 0 keeps every unit.
+    are; 0 keeps every unit. A piece's line (``Unit.fallback``) stays with its turn: the
+    merged unit keeps the best offer's, or the best piece's when the best offer has none.
 
     >>> us = [Unit(("a",), 0.9), Unit(("b",), 0.9), Unit(("b",), 0.4), Unit(("a", "b"), 0.3)]
     >>> [(u.turn_ids, round(u.value, 2)) for u in accumulate(us, 0.25)]
@@ -271,23 +274,24 @@ def accumulate(units: Sequence[Unit], again: float) -> list[Unit]:
     """
     if again <= 0:
         return list(units)
-    extra: dict[str, float] = {}
+    place: dict[str, int] = {}  # a turn's unit in ``kept``
     kept: list[Unit] = []
     for unit in units:
-        if len(unit.turn_ids) == 1 and unit.line is None:
-            turn = unit.turn_ids[0]
-            if turn in extra:
-                extra[turn] += again * unit.value
-                continue
-            extra[turn] = 0.0
-        kept.append(unit)
-    summed = [
-        replace(u, value=u.value + extra[u.turn_ids[0]])
-        if len(u.turn_ids) == 1 and u.line is None
-        else u
-        for u in kept
-    ]
-    return sorted(summed, key=lambda u: -u.value)
+        if len(unit.turn_ids) != 1 or unit.line is not None:
+            kept.append(unit)
+            continue
+        turn = unit.turn_ids[0]
+        if turn not in place:
+            place[turn] = len(kept)
+            kept.append(unit)
+            continue
+        first = kept[place[turn]]
+        kept[place[turn]] = replace(
+            first,
+            value=first.value + again * unit.value,
+            fallback=first.fallback or unit.fallback,  # the best piece that matched
+        )
+    return sorted(kept, key=lambda u: -u.value)
 
 
 def length_share(cost: int, reference: int) -> float:

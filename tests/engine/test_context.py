@@ -253,6 +253,34 @@ def test_the_member_other_hits_point_at_goes_first_when_the_exchange_does_not_fi
     assert pack(summed, turns, budget).turn_ids == ("b1",)
 
 
+def test_a_turn_offered_again_keeps_the_line_of_its_piece() -> None:
+    from tiermem.types import MemoryEntry, MemoryKind, ScoreExplanation, SearchHit
+
+    # A short question, its long answer (the reply neighbour of the first hit), and a piece
+    # of that answer, found second: merged, the answer keeps the piece's line, delivered
+    # in its place when the whole answer does not fit.
+    turns = _burst_turns()
+    answer = "the blue one " * 30 + "and the orchestra plays Mahler on Friday"
+    turns = {**turns, "b1": replace(turns["b1"], text=answer)}
+    piece = MemoryEntry(
+        "p",
+        "u",
+        "Ben: the orchestra plays Mahler on Friday",
+        MemoryKind.TURN,
+        T0,
+        T0,
+        source_turn_ids=("b1",),
+    )
+    hits = [*_hits([("b0",)]), SearchHit(piece, 0.5, ScoreExplanation({}, ""))]
+    expansion = Expansion(reply=0.9, previous=0, burst=0, later=0, again=0.1)
+    units = hit_units(hits, turns, expansion)
+    offers = [u for u in units if u.turn_ids == ("b1",)]
+    assert len(offers) == 1 and offers[0].fallback is not None
+    assert "Mahler" in offers[0].fallback
+    ctx = pack(units, turns, 40)
+    assert ctx.turn_ids == ("b0",) and any("Mahler" in n for n in ctx.notes)
+
+
 def _hits(turn_sets: list[tuple[str, ...]]) -> list:  # type: ignore[type-arg]
     from tiermem.types import MemoryEntry, MemoryKind, ScoreExplanation, SearchHit
 
