@@ -275,10 +275,12 @@ def test_a_turn_offered_again_keeps_the_line_of_its_piece() -> None:
     expansion = Expansion(reply=0.9, previous=0, burst=0, later=0, again=0.1)
     units = hit_units(hits, turns, expansion)
     offers = [u for u in units if u.turn_ids == ("b1",)]
-    assert len(offers) == 1 and offers[0].fallback is not None
+    assert len(offers) == 1
+    assert offers[0].fallback is not None
     assert "Mahler" in offers[0].fallback
     ctx = pack(units, turns, 40)
-    assert ctx.turn_ids == ("b0",) and any("Mahler" in n for n in ctx.notes)
+    assert ctx.turn_ids == ("b0",)
+    assert any("Mahler" in n for n in ctx.notes)
 
 
 def _hits(turn_sets: list[tuple[str, ...]]) -> list:  # type: ignore[type-arg]

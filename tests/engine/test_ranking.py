@@ -101,7 +101,8 @@ def test_a_first_person_question_weighs_the_askers_own_words(memory: Memory) -> 
 
     assert bm25("twice") > bm25("jeans")
     off_topic = [h for h in turns if "item" in h.entry.text]
-    assert off_topic and all("bm25" not in h.explanation.components for h in off_topic)
+    assert off_topic
+    assert all("bm25" not in h.explanation.components for h in off_topic)
 
 
 def test_a_query_of_stop_words_only_runs_dense_alone(memory: Memory) -> None:
