@@ -68,12 +68,22 @@ def search_terms(question: str) -> str:
     >>> search_terms("What is Caroline's dog's name?")
     'Caroline dog name'
     """
-    words = _words(question)
-    content = lexical_query(question)
-    if not content or not any(w.lower() in FIRST_PERSON for w in words):
-        return content  # "Who am I?" has nothing for BM25 to find: dense alone
+    if not asks_about_the_asker(question):
+        return lexical_query(question)
     keep = FIRST_PERSON | AUXILIARIES
-    return " ".join(w for w in words if w.lower() not in STOPWORDS or w.lower() in keep)
+    return " ".join(w for w in _words(question) if w.lower() not in STOPWORDS or w.lower() in keep)
+
+
+def asks_about_the_asker(question: str) -> bool:
+    """Whether ``question`` is in the first person and has a content word ("Who am I?" has
+    nothing for BM25 to find: dense alone).
+
+    >>> asks_about_the_asker("Where did I park?"), asks_about_the_asker("Who am I?")
+    (True, False)
+    """
+    words = _words(question)
+    has_content = any(w.lower() not in STOPWORDS for w in words)
+    return has_content and any(w.lower() in FIRST_PERSON for w in words)
 
 
 _SUFFIXES = ("ings", "ing", "ies", "ied", "ed", "es", "s")

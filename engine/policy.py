@@ -37,7 +37,7 @@ class Expansion:
     ``distinct``: a hit whose turns better hits already found takes no rank of its own,
     and no place among the ``k`` hits of a search (``tiermem.pipeline.read.distinct``).
     ``cut``: units worth less than this share of the best unit are not delivered (values
-    after the length shares and ``again`` below).
+    after the length shares below).
     ``fall_off``: a hit is delivered only if one of its retrievers scored it at least this
     share of that retriever's best score in the result (0 keeps every hit).
     ``later``: the share of a hit's value that a later statement close to it is worth (a
@@ -45,14 +45,8 @@ class Expansion:
     each, at cosine ``later_similarity`` or more to the hit, by the hit's own speaker, of at
     most ``later_max_tokens`` (``tiermem.pipeline.deliver.later_statements``); 0 offers
     none. ``later_retrieved``: a later statement that retrieval returned too is offered at
-    that share as well, beyond ``later_per_hit`` (a later statement of a single turn is then
-    worth its better offer plus ``again`` of the other): the newest statement of a changed
-    fact often ranks below the old one.
-    ``again``: a turn offered several times (its own hit, an exchange's member, another hit's
-    neighbour) is offered once, worth its best offer plus this share of each other offer
-    (``tiermem.pipeline.deliver.accumulate``); 0, the default, keeps every offer apart (at
-    0.1 it lost LongMemEval-S recall at 1,200 tokens on the choose split and at 300, 1,200
-    and 2,400 on the report split; README, "Choosing the knobs").
+    that share as well, beyond ``later_per_hit`` (it keeps its own rank when that is worth
+    more): the newest statement of a changed fact often ranks below the old one.
     ``neighbour_tokens``: a neighbour longer than this many tokens keeps only
     ``neighbour_tokens / its tokens`` of its share (a long assistant answer beside a user's
     short turn); ``long_tokens``: the same for every unit, hits too, after the first
@@ -74,7 +68,6 @@ class Expansion:
     later_similarity: float = 0.5
     later_max_tokens: int = 80
     later_retrieved: bool = True
-    again: float = 0.0
     neighbour_tokens: int = 300
     long_tokens: int = 400
 
@@ -86,7 +79,6 @@ NO_EXPANSION = Expansion(
     member=0.0,
     fall_off=0.0,
     later=0.0,
-    again=0.0,
     neighbour_tokens=0,
     long_tokens=0,
 )

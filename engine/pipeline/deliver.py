@@ -7,9 +7,7 @@ send a thought in several short messages), then the burst that answers it (the a
 sits in the reply) or the one it answers. When speakers alternate, that is the turn after and
 the turn before. A long unit (an assistant's long answer offered beside a user's short turn)
 is worth less per token past ``Expansion.neighbour_tokens`` / ``long_tokens``: the budget it
-takes is worth more to the next short hits. A turn offered more than once (its own hit, a
-member of an exchange hit, another hit's neighbour) can be offered once, worth a little
-more (``accumulate``; off by default). ``tiermem.context.pack`` then fills the
+takes is worth more to the next short hits. ``tiermem.context.pack`` then fills the
 budget. An adaptive cut (``Expansion.fall_off``: hits that no retriever scored near its best
 are not offered) saves tokens; it is off by default, since the budget is the caller's."""
 
@@ -115,9 +113,8 @@ def later_statements(
     """For each of the first ``expansion.later_hits`` MTM hits, the user's entries from after
     it closest to it (to the hit, not to the query) at cosine ``later_similarity`` or more,
     best first, whose turns are not ``retrieved`` (those keep their own rank, unless
-    ``later_retrieved``: then they are offered too, and a single turn is delivered by the
-    better of the two values plus ``again`` of the other): the statements that may have
-    changed it (a moved flight, a new diet).
+    ``later_retrieved``: then they are offered too, and are delivered by the better of the
+    two values): the statements that may have changed it (a moved flight, a new diet).
     ``offered`` picks what is delivered of them. The hits' stored vectors in one store read
     (no model call), their searches at once; by hit id."""
     chosen = [h for h in hits if h.tier is Tier.MTM][: expansion.later_hits]
@@ -204,8 +201,7 @@ def hit_units(
     best value first. With ``tokens`` (a turn's cost), long units are worth less
     (``length_share``): a neighbour past ``expansion.neighbour_tokens``, then any unit past
     ``expansion.long_tokens`` (a neighbour past both is discounted by both; a piece's unit by
-    its whole turn's cost, though its fallback line is shorter). With ``expansion.again``, a
-    turn offered alone more than once is then offered once (``accumulate``)."""
+    its whole turn's cost, though its fallback line is shorter)."""
     by_place = {(t.session_id, t.position): t for t in turns.values()}
 
     counted: dict[str, int] = {}
@@ -251,47 +247,10 @@ def hit_units(
             for u in units
         ]
     units.sort(key=lambda u: -u.value)  # stable: ties keep the hits' order
-    units = accumulate(units, expansion.again)
     if units and expansion.cut > 0:
         floor = units[0].value * expansion.cut
         units = [u for u in units if u.value >= floor]
     return units
-
-
-def accumulate(units: Sequence[Unit], again: float) -> list[Unit]:
-    """``units`` (best first) with each turn offered alone more than once (its own hit, a
-    member of an exchange hit, a neighbour of another hit) offered once, worth its best offer
-    plus ``again`` times each other offer, best first again. A turn several hits point at is
-    likelier to be what they found: of an exchange whose whole does not fit, the member that
-    other hits point at too goes first (a long answer to the question that matched), where
-    otherwise the shorter member would. Units of several turns and lines are kept as they
-    are; 0 keeps every unit. A piece's line (``Unit.fallback``) stays with its turn: the
-    merged unit keeps the best offer's, or the best piece's when the best offer has none.
-
-    >>> us = [Unit(("a",), 0.9), Unit(("b",), 0.9), Unit(("b",), 0.4), Unit(("a", "b"), 0.3)]
-    >>> [(u.turn_ids, round(u.value, 2)) for u in accumulate(us, 0.25)]
-    [(('b',), 1.0), (('a',), 0.9), (('a', 'b'), 0.3)]
-    """
-    if again <= 0:
-        return list(units)
-    place: dict[str, int] = {}  # a turn's unit in ``kept``
-    kept: list[Unit] = []
-    for unit in units:
-        if len(unit.turn_ids) != 1 or unit.line is not None:
-            kept.append(unit)
-            continue
-        turn = unit.turn_ids[0]
-        if turn not in place:
-            place[turn] = len(kept)
-            kept.append(unit)
-            continue
-        first = kept[place[turn]]
-        kept[place[turn]] = replace(
-            first,
-            value=first.value + again * unit.value,
-            fallback=first.fallback or unit.fallback,  # the best piece that matched
-        )
-    return sorted(kept, key=lambda u: -u.value)
 
 
 def length_share(cost: int, reference: int) -> float:
@@ -378,7 +337,6 @@ def delivered_hits(ctx: DeliveredContext, hits: Sequence[SearchHit]) -> list[Sea
 
 
 __all__ = [
-    "accumulate",
     "build_context",
     "context_turns",
     "delivered_hits",

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from tiermem.components import Components
 from tiermem.embedding.base import EmbedMode, Vectors, check_vectors
-from tiermem.lexical import content_stems, lexical_query, search_terms
+from tiermem.lexical import asks_about_the_asker, content_stems, search_terms
 from tiermem.policy import budget_plan
 from tiermem.ranking import reciprocal_rank_fusion
 from tiermem.roles.plan import Candidate, RetrievalPlan, Route
@@ -113,7 +113,7 @@ def on_topic(hits: HybridHits, question: str) -> HybridHits:
     >>> [h.entry.text for h in on_topic(found, "What is my dog's name?").lexical]
     ['I adopted a dog.']
     """
-    if search_terms(question) == lexical_query(question):
+    if not asks_about_the_asker(question):
         return hits
     topic = content_stems(question)
     return replace(

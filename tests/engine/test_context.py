@@ -232,57 +232,6 @@ def test_an_exchange_too_long_for_the_budget_still_delivers_its_turns() -> None:
     assert pack(units, turns, 1000).turn_ids == ("b0", "b1")
 
 
-def test_the_member_other_hits_point_at_goes_first_when_the_exchange_does_not_fit() -> None:
-    # A short question and its long answer, found as an exchange; the answer found again
-    # in the next exchange. The budget holds the answer alone, not the whole exchange.
-    turns = _burst_turns()
-    turns = {**turns, "b1": replace(turns["b1"], text="the blue one " * 20)}
-    hits = _hits([("b0", "b1"), ("b1", "b2")])
-    apart = Expansion(member=0.9, reply=0, previous=0, burst=0, later=0, again=0.0)
-    budget = pack([Unit(("b1",), 1.0)], turns, 10**6).tokens
-    # offers kept apart: the members tie, and the question, first in the exchange, wins
-    units = hit_units(hits, turns, apart)
-    assert [u.turn_ids for u in units][:3] == [("b0", "b1"), ("b0",), ("b1",)]
-    assert pack(units, turns, budget).turn_ids == ("b0", "b2")
-    # offers summed: the answer holds 0.9 of the first hit plus 0.2 of its second offer
-    summed = hit_units(hits, turns, replace(apart, again=0.2))
-    values = {u.turn_ids: u.value for u in summed}
-    assert values[("b1",)] == pytest.approx(0.9 + 0.2 * 0.9 * 0.5)
-    assert values[("b0",)] == pytest.approx(0.9)  # offered once: as it was
-    assert [u.turn_ids for u in summed].count(("b1",)) == 1
-    assert pack(summed, turns, budget).turn_ids == ("b1",)
-
-
-def test_a_turn_offered_again_keeps_the_line_of_its_piece() -> None:
-    from tiermem.types import MemoryEntry, MemoryKind, ScoreExplanation, SearchHit
-
-    # A short question, its long answer (the reply neighbour of the first hit), and a piece
-    # of that answer, found second: merged, the answer keeps the piece's line, delivered
-    # in its place when the whole answer does not fit.
-    turns = _burst_turns()
-    answer = "the blue one " * 30 + "and the orchestra plays Mahler on Friday"
-    turns = {**turns, "b1": replace(turns["b1"], text=answer)}
-    piece = MemoryEntry(
-        "p",
-        "u",
-        "Ben: the orchestra plays Mahler on Friday",
-        MemoryKind.TURN,
-        T0,
-        T0,
-        source_turn_ids=("b1",),
-    )
-    hits = [*_hits([("b0",)]), SearchHit(piece, 0.5, ScoreExplanation({}, ""))]
-    expansion = Expansion(reply=0.9, previous=0, burst=0, later=0, again=0.1)
-    units = hit_units(hits, turns, expansion)
-    offers = [u for u in units if u.turn_ids == ("b1",)]
-    assert len(offers) == 1
-    assert offers[0].fallback is not None
-    assert "Mahler" in offers[0].fallback
-    ctx = pack(units, turns, 40)
-    assert ctx.turn_ids == ("b0",)
-    assert any("Mahler" in n for n in ctx.notes)
-
-
 def _hits(turn_sets: list[tuple[str, ...]]) -> list:  # type: ignore[type-arg]
     from tiermem.types import MemoryEntry, MemoryKind, ScoreExplanation, SearchHit
 

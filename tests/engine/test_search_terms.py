@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 from tiermem.lexical import lexical_query, search_terms
-from tiermem.stores.lexical_index import LexicalIndex
 
 
 @pytest.mark.parametrize(
@@ -30,23 +29,3 @@ def test_a_first_person_question_keeps_its_pronouns_and_auxiliaries(
 def test_third_person_questions_are_searched_as_before() -> None:
     for q in ("What did Melanie paint?", "When is John's flight?", "Who won?"):
         assert search_terms(q) == lexical_query(q)
-
-
-def test_the_askers_own_statement_outranks_an_answer_about_the_same_thing() -> None:
-    index = LexicalIndex()
-    index.upsert("user", "User: I have worn my black sneakers twice since I bought them.")
-    index.upsert(
-        "assistant",
-        "Assistant: Black sneakers are worn everywhere: black sneakers worn with jeans, "
-        "and worn sneakers need a wash.",
-    )
-    for i in range(20):  # the rest of the memory, so that common words are common
-        index.upsert(f"o{i}", f"User: I have a question about item {i}, can you help me?")
-    question = "How many times have I worn my black sneakers?"
-
-    def best(terms: str) -> str:
-        scores = index.scores(terms)
-        return max(scores, key=lambda d: scores[d])
-
-    assert best(lexical_query(question)) == "assistant"  # content words: the answer wins
-    assert best(search_terms(question)) == "user"  # "have I ... my": the asker's statement
