@@ -87,6 +87,11 @@ def add_train_parser(commands: Any) -> None:
         help="cross-encoder: tokens of question and candidate together",
     )
     sel.add_argument(
+        "--layers",
+        type=int,
+        help="cross-encoder: keep the base's first N transformer layers (default: all six)",
+    )
+    sel.add_argument(
         "--weight",
         type=float,
         default=CROSS.weight,
@@ -374,6 +379,7 @@ def _cross_encoder(args: argparse.Namespace, console: Console) -> None:
         epochs=args.epochs or CROSS.epochs,
         batch_size=args.batch_size or CROSS.batch_size,
         max_length=args.max_length,
+        layers=args.layers,
         max_examples=parse_count(args.max_examples, "--max-examples", CROSS.max_examples),
         seed=args.seed,
         weight=args.weight,

@@ -74,6 +74,8 @@ class CrossEncoderSettings:
     epochs: int = 1
     batch_size: int = 16  # pairs per step
     max_length: int = 256  # tokens of question and candidate together
+    # the base's first N transformer layers (None: all six of MiniLM's); a CPU pays for each
+    layers: int | None = None
     max_examples: int | None = None  # a seeded sample; None: all of it
     seed: int = 0
     weight: float = 0.3
@@ -87,6 +89,8 @@ class CrossEncoderSettings:
             raise TrainingInputError("max length must be at least 16 tokens")
         if self.max_examples is not None and self.max_examples < 1:
             raise TrainingInputError("max examples must be positive")
+        if self.layers is not None and self.layers < 1:
+            raise TrainingInputError("layers must be at least 1")
         if not 0 <= self.weight <= 1:
             raise TrainingInputError("weight must be in [0, 1]")
 

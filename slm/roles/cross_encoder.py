@@ -30,6 +30,12 @@ from tiermem.slm.roles.pointwise import FusedSelector, PointwiseSettings
 # pair is a new version, and a model trained on the old one is refused.
 INPUT_VERSION = "pair-v1"
 RECORD = "tiermem-selector.json"  # the training record, beside the weights
+# Pairs scored a forward pass, shortest first: a batch is padded to its longest pair, so small
+# batches of similar length compute fewer tokens. Measured on a 2-core AVX2 CPU, 20-pair pools
+# of LoCoMo candidates (78 tokens a pair on average, 128 at most), p50 a pool: one batch of 20
+# 1,037 ms (6 layers) / 354 ms (2 layers); sorted batches of 10 813 / 280, of 5 735 / 261, of
+# 2 798 / 280.
+BATCH = 5
 FORMAT = "tiermem-cross-encoder-v1"
 
 
@@ -80,7 +86,7 @@ class CrossEncoderSelector(FusedSelector):
 
     name = "cross-encoder-selector"
 
-    def __init__(self, settings: PointwiseSettings, batch_size: int = 64) -> None:
+    def __init__(self, settings: PointwiseSettings, batch_size: int = BATCH) -> None:
         super().__init__(settings)
         if settings.cross_encoder is None:
             raise ConfigError(
@@ -114,11 +120,24 @@ class CrossEncoderSelector(FusedSelector):
             return self._model
 
     def probabilities(self, question: str, candidates: Sequence[Candidate]) -> list[float]:
+        """P(relevant) of each candidate, in the pool's order, scored shortest first."""
+        if not candidates:
+            return []
+        model = self._loaded()
         pairs = [pair(question, c) for c in candidates]
-        scores = self._loaded().predict(
-            pairs, batch_size=self._batch_size, show_progress_bar=False, convert_to_numpy=True
+        encoded = model.tokenizer([q for q, _ in pairs], [m for _, m in pairs])
+        lengths = [len(ids) for ids in encoded["input_ids"]]
+        order = sorted(range(len(pairs)), key=lambda i: lengths[i])
+        scores = model.predict(
+            [pairs[i] for i in order],
+            batch_size=self._batch_size,
+            show_progress_bar=False,
+            convert_to_numpy=True,
         )
-        return [float(s) for s in scores]
+        out = [0.0] * len(pairs)
+        for i, score in zip(order, scores, strict=True):
+            out[i] = float(score)
+        return out
 
 
 __all__ = [

@@ -14,7 +14,9 @@ from tiermem.cli import main as cli_main
 from tiermem.config import EmbedderConfig, SLMConfig, TiermemConfig
 from tiermem.errors import ConfigError
 from tiermem.memory import Memory
+from tiermem.roles.plan import Candidate
 from tiermem.slm.roles.cross_encoder import INPUT_VERSION, RECORD, CrossEncoderSelector, read_record
+from tiermem.slm.roles.pointwise import PointwiseSettings
 from tiermem.training import TrainingInputError
 from tiermem.training.cross_encoder import (
     CrossEncoderTrainConfig,
@@ -25,7 +27,9 @@ from tiermem.training.dataset import DatasetConfig, Example, read_examples, writ
 from tiermem.training.evaluate import SelectorEvalConfig
 from tiermem.training.evaluate import run as evaluate
 from tiermem.training.settings import CrossEncoderSettings
+from tiermem.types import MemoryEntry, MemoryKind
 
+from tests.conftest import T0
 from tests.training.test_dataset import _conversation
 
 HASH = EmbedderConfig(provider="hash")
@@ -58,6 +62,11 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     tokenizer.save_pretrained(tiny)
     paths["tiny"] = tiny
     return paths
+
+
+def _candidate(text: str, rank: int) -> Candidate:
+    entry = MemoryEntry(f"m{rank}", "ana", text, MemoryKind.TURN, T0, T0)
+    return Candidate(entry, 1 / (rank + 1))
 
 
 def _train(work: dict[str, Path], out: Path, **settings: object) -> Path:
@@ -122,6 +131,23 @@ def test_it_serves_through_the_model_free_default(work: dict[str, Path], trained
     assert all("relevance" in h.explanation.components for h in hits)
     assert all(0.0 <= h.explanation.components["relevance"] <= 1.0 for h in hits)
     assert len(hits) <= 2
+
+
+def test_a_model_cut_to_fewer_layers_trains_records_and_serves_them(
+    work: dict[str, Path], tmp_path: Path
+) -> None:
+    """``layers`` keeps the base's first layers: the record and the saved config say how many,
+    and the served model has that many (a CPU pays for each)."""
+    out = _train(work, tmp_path / "one-layer", layers=1, epochs=2)
+    assert json.loads((out / RECORD).read_text())["layers"] == 1
+    assert json.loads((out / "config.json").read_text())["num_hidden_layers"] == 1
+    selector = CrossEncoderSelector(PointwiseSettings(cross_encoder=out))
+    served = selector._loaded().model  # the served transformer
+    assert len(served.base_model.encoder.layer) == 1
+    with pytest.raises(TrainingInputError, match="has 2 layers"):
+        _train(work, tmp_path / "too-many", layers=3)
+    with pytest.raises(TrainingInputError, match="at least 1"):
+        CrossEncoderSettings(layers=0).check()
 
 
 def test_a_missing_or_stale_model_is_a_clear_error(trained: Path, tmp_path: Path) -> None:
@@ -221,3 +247,24 @@ def test_the_installed_minilm_trains_and_serves(work: dict[str, Path], tmp_path:
         hits = memory.search("What is my cat called?", "ana", k=1)
     assert hits[0].entry.text.endswith("Tofu.")
     assert "relevance" in hits[0].explanation.components
+
+
+def test_scoring_shortest_first_keeps_each_candidate_its_own_probability(trained: Path) -> None:
+    """The pool is scored in small batches of similar length, then put back in its order: each
+    candidate gets what it gets scored alone."""
+    question = "What is the name of Ana's cat?"
+    texts = [
+        "I adopted a cat called Tofu, a grey one from the shelter near the station, last May.",
+        "Bees.",
+        "I play the oboe in an orchestra on Thursdays.",
+        "Tofu sleeps on the radiator.",
+        "Our neighbour keeps bees on the roof and sells the honey at the market in the square.",
+        "Oboe.",
+        "The cat.",
+    ]
+    pool = [_candidate(text, rank) for rank, text in enumerate(texts)]
+    selector = CrossEncoderSelector(PointwiseSettings(cross_encoder=trained), batch_size=2)
+    together = selector.probabilities(question, pool)
+    alone = [selector.probabilities(question, [c])[0] for c in pool]
+    assert together == pytest.approx(alone, abs=1e-5)
+    assert selector.probabilities(question, []) == []
