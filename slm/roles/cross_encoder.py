@@ -125,7 +125,12 @@ class CrossEncoderSelector(FusedSelector):
             return []
         model = self._loaded()
         pairs = [pair(question, c) for c in candidates]
-        encoded = model.tokenizer([q for q, _ in pairs], [m for _, m in pairs])
+        encoded = model.tokenizer(
+            [q for q, _ in pairs],
+            [m for _, m in pairs],
+            truncation=True,
+            max_length=self._record.max_length,
+        )
         lengths = [len(ids) for ids in encoded["input_ids"]]
         order = sorted(range(len(pairs)), key=lambda i: lengths[i])
         scores = model.predict(
