@@ -401,7 +401,7 @@ class SLMConfig(_Section):
     # whose fused score reaches ``pointwise_threshold`` are kept, at most k; 0 keeps k). A
     # weight up to 1/(candidate_multiplier + 1) cannot let an inverted model push the
     # first-stage top out of the k kept.
-    # ``cross-encoder``: a fine-tuned MiniLM scores the pool in one batch on a CPU, fused the
+    # ``cross-encoder``: a fine-tuned MiniLM scores the pool in one call on a CPU, fused the
     # same way (``pointwise_weight``), needing no small model: ``cross_encoder`` names its
     # directory (``tiermem train selector --arch cross-encoder``). ``cross_encoder_threshold``:
     # 0 keeps k, reordered (the default: on LoCoMo's test conversations the calibrated cut

@@ -89,7 +89,7 @@ def add_train_parser(commands: Any) -> None:
     sel.add_argument(
         "--layers",
         type=int,
-        help="cross-encoder: keep the base's first N transformer layers (default: all six)",
+        help="cross-encoder: keep the base's first N transformer layers (default: all of them)",
     )
     sel.add_argument(
         "--weight",

@@ -1,5 +1,5 @@
 """The cross-encoder selector: a fine-tuned MiniLM reads the question and one candidate
-together and gives P(relevant), for the whole pool in one batch, on a CPU.
+together and gives P(relevant), for the whole pool in one call (small batches on a CPU).
 
 The model directory comes from ``tiermem train selector --arch cross-encoder``: the weights
 (a sentence-transformers ``CrossEncoder``) and :data:`RECORD`, the training record, which holds
@@ -30,11 +30,11 @@ from tiermem.slm.roles.pointwise import FusedSelector, PointwiseSettings
 # pair is a new version, and a model trained on the old one is refused.
 INPUT_VERSION = "pair-v1"
 RECORD = "tiermem-selector.json"  # the training record, beside the weights
-# Pairs scored a forward pass, shortest first: a batch is padded to its longest pair, so small
-# batches of similar length compute fewer tokens. Measured on a 2-core AVX2 CPU, 20-pair pools
-# of LoCoMo candidates (78 tokens a pair on average, 128 at most), p50 a pool: one batch of 20
-# 1,037 ms (6 layers) / 354 ms (2 layers); sorted batches of 10 813 / 280, of 5 735 / 261, of
-# 2 798 / 280.
+# Pairs a forward pass on a CPU. sentence-transformers sorts a pool by length before it
+# batches it, and a batch is padded to its longest pair, so small batches compute fewer tokens.
+# Measured on a 2-core AVX2 CPU, 20-pair pools of LoCoMo candidates (78 tokens a pair on
+# average, 128 at most), p50 a pool: batches of 20 1,037 ms (6 layers) / 354 ms (2 layers); of
+# 10 813 / 280; of 5 735 / 261; of 2 798 / 280. On a GPU one batch of 64 does better.
 BATCH = 5
 FORMAT = "tiermem-cross-encoder-v1"
 
@@ -120,29 +120,13 @@ class CrossEncoderSelector(FusedSelector):
             return self._model
 
     def probabilities(self, question: str, candidates: Sequence[Candidate]) -> list[float]:
-        """P(relevant) of each candidate, in the pool's order, scored shortest first."""
-        if not candidates:
-            return []
         model = self._loaded()
+        batch = self._batch_size if model.device.type == "cpu" else 64
         pairs = [pair(question, c) for c in candidates]
-        encoded = model.tokenizer(
-            [q for q, _ in pairs],
-            [m for _, m in pairs],
-            truncation=True,
-            max_length=self._record.max_length,
-        )
-        lengths = [len(ids) for ids in encoded["input_ids"]]
-        order = sorted(range(len(pairs)), key=lambda i: lengths[i])
         scores = model.predict(
-            [pairs[i] for i in order],
-            batch_size=self._batch_size,
-            show_progress_bar=False,
-            convert_to_numpy=True,
+            pairs, batch_size=batch, show_progress_bar=False, convert_to_numpy=True
         )
-        out = [0.0] * len(pairs)
-        for i, score in zip(order, scores, strict=True):
-            out[i] = float(score)
-        return out
+        return [float(s) for s in scores]
 
 
 __all__ = [

@@ -247,24 +247,3 @@ def test_the_installed_minilm_trains_and_serves(work: dict[str, Path], tmp_path:
         hits = memory.search("What is my cat called?", "ana", k=1)
     assert hits[0].entry.text.endswith("Tofu.")
     assert "relevance" in hits[0].explanation.components
-
-
-def test_scoring_shortest_first_keeps_each_candidate_its_own_probability(trained: Path) -> None:
-    """The pool is scored in small batches of similar length, then put back in its order: each
-    candidate gets what it gets scored alone."""
-    question = "What is the name of Ana's cat?"
-    texts = [
-        "I adopted a cat called Tofu, a grey one from the shelter near the station, last May.",
-        "Bees.",
-        "I play the oboe in an orchestra on Thursdays.",
-        "Tofu sleeps on the radiator.",
-        "Our neighbour keeps bees on the roof and sells the honey at the market in the square.",
-        "Oboe.",
-        "The cat.",
-    ]
-    pool = [_candidate(text, rank) for rank, text in enumerate(texts)]
-    selector = CrossEncoderSelector(PointwiseSettings(cross_encoder=trained), batch_size=2)
-    together = selector.probabilities(question, pool)
-    alone = [selector.probabilities(question, [c])[0] for c in pool]
-    assert together == pytest.approx(alone, abs=1e-5)
-    assert selector.probabilities(question, []) == []
