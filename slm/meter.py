@@ -122,6 +122,12 @@ class Meter:
             events = self._tasks[task].events
             events[event] = events.get(event, 0) + 1
 
+    def event_count(self, task: str, event: str) -> int:
+        """How often ``event`` was recorded for ``task`` (0 for neither seen)."""
+        with self._lock:
+            stats = self._tasks.get(task)
+            return stats.events.get(event, 0) if stats is not None else 0
+
     def snapshot(self) -> dict[str, dict[str, object]]:
         with self._lock:
             return {task: stats.as_dict() for task, stats in self._tasks.items()}

@@ -23,7 +23,8 @@ Supersedes are scored on ``tiermem bench updates``' own users (``updates`` of th
 on the windows that state a labelled change, built the same way (the memories shown hold the
 earlier statements' turns and their gold facts; supersedes made in other windows are not
 counted). A supersede counts where the writer's own checks keep it (in range, not a copy,
-grounded in the turn it cites; the resolver's similarity check is not applied); it is right
+grounded in the turn it cites; the resolver's similarity check is not applied), as if
+``slm.writer_supersedes`` were on (by default the write path applies none); it is right
 when the memory it replaces comes from the older statement and it cites the new one.
 Reported: supersedes made, precision, recall of the labelled changes, and how many of them had
 the older statement among the memories shown (no writer can replace what it is not shown).

@@ -37,7 +37,7 @@ from rich.table import Table
 from tiermem.bench.datasets.conversation import Conversation, Question
 from tiermem.bench.systems import BM25, NaiveRAG, System, Tiermem
 from tiermem.bench.update_scenarios import FAMILIES, Update, update_scenarios
-from tiermem.config import EmbedderConfig, LlamaCppConfig, RoleConfig, SLMConfig, TiermemConfig
+from tiermem.config import EmbedderConfig, LlamaCppConfig, RoleConfig, TiermemConfig
 from tiermem.embedding import Embedder, build_embedder
 from tiermem.generator import NOTHING_IN_MEMORY
 from tiermem.memory import Memory
@@ -111,10 +111,12 @@ class Supersedes:
     wrong: int = 0
     changes: int = 0
     found: int = 0
+    unapplied: int = 0  # update decisions made with ``slm.writer_supersedes`` off
     wrong_examples: list[str] = field(default_factory=list)
     families: dict[str, list[int]] = field(default_factory=dict)  # family -> [found, changes]
 
     def score(self, memory: Memory, user: str, updates: Sequence[Update]) -> None:
+        self.unapplied += memory.meter.event_count("writer", "replaces_off")
         entries = memory.get_all(user, SearchFilters(include_superseded=True))
         by_id = {e.id: e for e in entries}
         pairs = {(u.old_turn, u.new_turn) for u in updates}
@@ -145,6 +147,7 @@ class Supersedes:
             "supersedes": float(made),
             "precision": 100.0 * self.right / made if made else float("nan"),
             "recall": 100.0 * self.found / self.changes if self.changes else float("nan"),
+            "unapplied": float(self.unapplied),
         }
 
 
@@ -167,8 +170,8 @@ def _tiermem_config(cfg: UpdatesConfig, path: str) -> TiermemConfig:
         return base
     off = RoleConfig(enabled=False)
     backend = LlamaCppConfig(model=cfg.model, lora_path=cfg.adapter)
-    slm = SLMConfig(backend=backend, controller=off, selector=off, writer=RoleConfig())
-    return base.model_copy(update={"slm": slm})
+    roles = {"backend": backend, "controller": off, "selector": off, "writer": RoleConfig()}
+    return base.model_copy(update={"slm": base.slm.model_copy(update=roles)})
 
 
 def run_updates(cfg: UpdatesConfig, console: Console) -> dict[str, Any]:
@@ -272,6 +275,12 @@ def _print(result: dict[str, Any], cfg: UpdatesConfig, console: Console) -> None
             f"about what was never said, and for {r['refused_wrongly']:.1f} % of answerable ones"
         )
     for path, r in result["supersede"].items():
+        if not cfg.tiermem.slm.writer_supersedes:
+            console.print(
+                f"{path}: the writer's supersedes are off (slm.writer_supersedes); "
+                f"{r['unapplied']:.0f} of its update decisions were not applied"
+            )
+            continue
         console.print(
             f"{path}: {r['supersedes']:.0f} supersedes, precision {r['precision']:.1f} %, "
             f"recall {r['recall']:.1f} % of the labelled changes"

@@ -23,6 +23,10 @@ Three guards on what the model wrote, each counted in the meter's writer events:
   it cites (``grounded``): a supersede hides a fact, so it must rest on the turn that states
   the change.
 
+Unless ``supersedes`` is on (``slm.writer_supersedes``), no ``replaces`` is handed on at all
+(counted ``replaces_off``): the entry is kept and hides nothing. The small local writers'
+supersedes were mostly wrong (see ``SLMConfig.writer_supersedes``).
+
 Fallback (counted): on invalid output, timeout or an unreachable backend, the chunk's turns
 are stored verbatim, one entry per turn, so nothing said is lost.
 """
@@ -262,11 +266,13 @@ class SLMWriter(Role):
         context_turns: int = CONTEXT_TURNS,
         *,
         keep_turns: bool = True,
+        supersedes: bool = False,
     ) -> None:
         super().__init__(runtime)
         self._max_turns = max_turns
         self._context_turns = context_turns
         self._keep_turns = keep_turns
+        self._supersedes = supersedes
 
     def extract(
         self, turns: Sequence[Turn], context: Sequence[Turn], existing: Sequence[MemoryEntry]
@@ -349,7 +355,10 @@ class SLMWriter(Role):
         text = f"{label}: {said}" if label else said
         target = shown[entry.replaces - 1] if entry.replaces else None
         replaces = target.id if target is not None else None
-        if target is not None and not grounded(said, sources, target.text):
+        if target is not None and not self._supersedes:
+            self._rt.meter.record_event(prompt.SPEC.name, "replaces_off")
+            replaces = None
+        elif target is not None and not grounded(said, sources, target.text):
             self._rt.meter.record_event(prompt.SPEC.name, "replaces_ungrounded")
             replaces = None
         key = hashlib.blake2b(

@@ -146,7 +146,10 @@ CASES: dict[str, tuple[Base, tuple[str, str], tuple[Any, Any], Observe]] = {
     ),
     "supersede_min_similarity": (
         _scripted(
-            controller={"enabled": False}, selector={"enabled": False}, writer_keep_turns=False
+            controller={"enabled": False},
+            selector={"enabled": False},
+            writer_keep_turns=False,
+            writer_supersedes=True,
         ),
         ("slm", "supersede_min_similarity"),
         (0.0, 1.0),

@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 from tiermem import Memory
 from tiermem.bench.update_scenarios import scenarios, update_scenarios
-from tiermem.bench.updates import UpdatesConfig, run_updates
+from tiermem.bench.updates import WRITER, UpdatesConfig, _tiermem_config, run_updates
 from tiermem.config import DeliveryConfig, EmbedderConfig, merge_overrides
 from tiermem.embedding.base import EmbedMode, Vectors
 from tiermem.generator import NOTHING_IN_MEMORY, supports
@@ -214,6 +214,23 @@ def test_bench_updates_reports_every_path_and_budget(tmp_path: Path) -> None:
         assert 0 <= row["stale_only"] <= 100 - row["latest"] + 1e-9
         assert 0 < row["tokens"] <= 1200
     assert json.loads((tmp_path / "updates.json").read_text()) == result
+
+
+def test_the_writer_path_keeps_the_configured_slm_settings(tmp_path: Path) -> None:
+    """``--config``'s [slm] reaches the writer's path: that is how its supersede decisions
+    are applied and scored (``slm.writer_supersedes`` is off by default)."""
+    base = merge_overrides(
+        config_for("memory", tmp_path),
+        {"slm": {"writer_supersedes": True, "supersede_min_similarity": 0.7}},
+    )
+    cfg = UpdatesConfig(tmp_path, model="qwen0.5b", tiermem=base)
+    slm = _tiermem_config(cfg, WRITER).slm
+    assert (slm.writer_supersedes, slm.supersede_min_similarity) == (True, 0.7)
+    roles = (slm.writer.enabled, slm.controller.enabled, slm.selector.enabled)
+    assert roles == (True, False, False)
+    assert slm.backend.model == "qwen0.5b"
+    default = UpdatesConfig(tmp_path, model="qwen0.5b")
+    assert not _tiermem_config(default, WRITER).slm.writer_supersedes
 
 
 def test_the_model_free_path_delivers_the_newest_statement_more_than_without_it(

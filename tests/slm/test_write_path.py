@@ -19,9 +19,13 @@ from tests.slm.conftest import Script, entry, numbered
 
 @pytest.fixture
 def writer_memory(make_slm_memory: Callable[..., Memory]) -> Memory:
-    """The writer's own entries, without the verbatim turns kept beside them by default."""
+    """The writer's own entries, without the verbatim turns kept beside them by default, its
+    update decisions applied (``writer_supersedes``, off by default)."""
     return make_slm_memory(
-        controller={"enabled": False}, selector={"enabled": False}, writer_keep_turns=False
+        controller={"enabled": False},
+        selector={"enabled": False},
+        writer_keep_turns=False,
+        writer_supersedes=True,
     )
 
 
@@ -285,6 +289,7 @@ def test_capacity_evicts_superseded_entries_first(
         controller={"enabled": False},
         selector={"enabled": False},
         writer_keep_turns=False,
+        writer_supersedes=True,
     )
     script.queue(
         "writer", {"entries": [entry("Maya is vegetarian and eats no fish.", 1, kind="preference")]}
@@ -313,6 +318,30 @@ def test_capacity_evicts_superseded_entries_first(
     assert memory.history(old.id, "maya")[-1].detail["reason"] == "superseded"
     assert len(result.evicted_ids) == 2  # 4 entries, capacity 3, low-water mark 2
     assert {e.text for e in memory.get_all("maya")} == {"Maya likes chess.", "Maya likes Berlin."}
+
+
+def test_by_default_a_writers_update_hides_nothing_and_is_counted(
+    make_slm_memory: Callable[..., Memory], script: Script
+) -> None:
+    """``slm.writer_supersedes`` is off by default: the small writers' supersedes were mostly
+    wrong, and a wrong one hides a true fact. The update is stored beside the old entry."""
+    memory = make_slm_memory(
+        controller={"enabled": False}, selector={"enabled": False}, writer_keep_turns=False
+    )
+    script.queue(
+        "writer",
+        {"entries": [entry("Maya is vegetarian.", 1, kind="preference")]},
+        {"entries": [entry("Maya eats fish again.", 1, kind="preference", replaces=1)]},
+    )
+    old = memory.add(chat(("user", "I'm vegetarian.")), user_id="maya").entries[0]
+    result = memory.add(chat(("user", "I eat fish again."), start=T0 + timedelta(days=3)), "maya")
+    assert result.superseded == ()
+    assert [e.text for e in result.entries] == ["Maya eats fish again."]
+    assert memory.get(old.id, "maya").superseded_by is None
+    found = {h.entry.id for h in memory.search("what do I eat", "maya", k=5)}
+    assert found == {old.id, result.entries[0].id}
+    assert memory.meter.snapshot()["writer"]["events"] == {"replaces_off": 1}
+    assert memory.meter.event_count("writer", "replaces_off") == 1
 
 
 def test_a_dissimilar_replacement_is_rejected_and_counted(
