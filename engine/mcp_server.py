@@ -257,9 +257,10 @@ def build_server(
         name="remember",
         annotations=_CHANGES,
         description="Store an exchange in the user's memory: its turns are kept verbatim and "
-        "turned into memories (a new fact merges with or supersedes an older one; the old is "
-        "kept in its history). Pass the messages worth remembering, oldest first. Returns the "
-        "new memories, those merged into, and those superseded.",
+        "turned into memories (a repeated fact merges into the older one, kept in its history; "
+        "with slm.writer_supersedes on, an update supersedes it). Pass the messages worth "
+        "remembering, oldest first. Returns the new memories, those merged into, and those "
+        "superseded.",
     )
     def remember(
         messages: Annotated[list[ChatMessage], Field(description="the exchange, oldest first")],

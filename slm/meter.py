@@ -123,7 +123,7 @@ class Meter:
             events[event] = events.get(event, 0) + 1
 
     def event_count(self, task: str, event: str) -> int:
-        """How often ``event`` was recorded for ``task`` (0 for neither seen)."""
+        """How often ``event`` was recorded for ``task``: 0 if it never was."""
         with self._lock:
             stats = self._tasks.get(task)
             return stats.events.get(event, 0) if stats is not None else 0

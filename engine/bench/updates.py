@@ -17,9 +17,11 @@ system builds every user's memory and delivers a context per question and budget
 
 Paths: ``tiermem`` as configured (``context()`` offers later statements at a small share),
 ``tiermem+later`` at the share ``answer()`` offers them, in ``context()`` too. Where
-the writer runs (``--model``, ``tiermem+writer``), its supersede decisions are scored against
-the labelled changes: precision (a supersede that hides a fact still true is the costly
-error) and recall.
+the writer runs (``--model``, ``tiermem+writer``, its [slm] settings from ``--config``) with
+``slm.writer_supersedes`` on, its supersede decisions are scored against the labelled
+changes: precision (a supersede that hides a fact still true is the costly error) and
+recall. With it off (the default) none is applied, and the bench counts the decisions that
+were not (``unapplied``; ``supersedes_applied`` in the JSON says which).
 naive-rag and bm25 are measured in the same run on the same contexts' budget.
 """
 
@@ -170,7 +172,8 @@ def _tiermem_config(cfg: UpdatesConfig, path: str) -> TiermemConfig:
         return base
     off = RoleConfig(enabled=False)
     backend = LlamaCppConfig(model=cfg.model, lora_path=cfg.adapter)
-    roles = {"backend": backend, "controller": off, "selector": off, "writer": RoleConfig()}
+    writer = base.slm.writer.model_copy(update={"enabled": True, "backend": None})
+    roles = {"backend": backend, "controller": off, "selector": off, "writer": writer}
     return base.model_copy(update={"slm": base.slm.model_copy(update=roles)})
 
 
@@ -212,6 +215,7 @@ def run_updates(cfg: UpdatesConfig, console: Console) -> dict[str, Any]:
         "curve": {p: {str(b): t.row() for b, t in by.items()} for p, by in tallies.items()},
         "answer": {p: t.row() for p, t in answers.items()},
         "supersede": {p: s.row() for p, s in supersedes.items() if p == WRITER},
+        "supersedes_applied": cfg.tiermem.slm.writer_supersedes,
         "wrong_supersedes": {p: s.wrong_examples[:10] for p, s in supersedes.items()},
         # per family, [labelled changes found, labelled changes]: recall where training saw
         # the family (tiermem.training.roles.WRITER_FAMILIES) beside where it did not
@@ -275,7 +279,7 @@ def _print(result: dict[str, Any], cfg: UpdatesConfig, console: Console) -> None
             f"about what was never said, and for {r['refused_wrongly']:.1f} % of answerable ones"
         )
     for path, r in result["supersede"].items():
-        if not cfg.tiermem.slm.writer_supersedes:
+        if not result["supersedes_applied"]:
             console.print(
                 f"{path}: the writer's supersedes are off (slm.writer_supersedes); "
                 f"{r['unapplied']:.0f} of its update decisions were not applied"

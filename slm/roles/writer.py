@@ -23,8 +23,9 @@ Three guards on what the model wrote, each counted in the meter's writer events:
   it cites (``grounded``): a supersede hides a fact, so it must rest on the turn that states
   the change.
 
-Unless ``supersedes`` is on (``slm.writer_supersedes``), no ``replaces`` is handed on at all
-(counted ``replaces_off``): the entry is kept and hides nothing. The small local writers'
+Unless ``supersedes`` is on (``slm.writer_supersedes``), no ``replaces`` is handed on at all:
+one that passed the guards above is counted ``replaces_off``, and the entry is kept and hides
+nothing. The small local writers'
 supersedes were mostly wrong (see ``SLMConfig.writer_supersedes``).
 
 Fallback (counted): on invalid output, timeout or an unreachable backend, the chunk's turns
@@ -355,11 +356,11 @@ class SLMWriter(Role):
         text = f"{label}: {said}" if label else said
         target = shown[entry.replaces - 1] if entry.replaces else None
         replaces = target.id if target is not None else None
-        if target is not None and not self._supersedes:
-            self._rt.meter.record_event(prompt.SPEC.name, "replaces_off")
-            replaces = None
-        elif target is not None and not grounded(said, sources, target.text):
+        if target is not None and not grounded(said, sources, target.text):
             self._rt.meter.record_event(prompt.SPEC.name, "replaces_ungrounded")
+            replaces = None
+        elif target is not None and not self._supersedes:
+            self._rt.meter.record_event(prompt.SPEC.name, "replaces_off")
             replaces = None
         key = hashlib.blake2b(
             f"{[t.turn_id for t in sources]}\x1f{text}".encode(), digest_size=12

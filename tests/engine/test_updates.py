@@ -213,6 +213,7 @@ def test_bench_updates_reports_every_path_and_budget(tmp_path: Path) -> None:
         assert row["questions"] == sum(result["scenarios"]["questions"].values())
         assert 0 <= row["stale_only"] <= 100 - row["latest"] + 1e-9
         assert 0 < row["tokens"] <= 1200
+    assert result["supersedes_applied"] is False  # the default: the writer hides nothing
     assert json.loads((tmp_path / "updates.json").read_text()) == result
 
 
@@ -229,6 +230,7 @@ def test_the_writer_path_keeps_the_configured_slm_settings(tmp_path: Path) -> No
     roles = (slm.writer.enabled, slm.controller.enabled, slm.selector.enabled)
     assert roles == (True, False, False)
     assert slm.backend.model == "qwen0.5b"
+    assert (slm.writer.timeout_s, slm.writer.backend) == (60.0, None)  # [slm.writer]'s own
     default = UpdatesConfig(tmp_path, model="qwen0.5b")
     assert not _tiermem_config(default, WRITER).slm.writer_supersedes
 

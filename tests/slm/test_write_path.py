@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from tiermem import AuditOp, ManualClock, Memory, SearchFilters
+from tiermem.bench.updates import Supersedes
 from tiermem.errors import SLMTimeout
 from tiermem.slm.roles.writer import restates
 from tiermem.slm.scripted import ScriptedBackend
@@ -342,6 +343,9 @@ def test_by_default_a_writers_update_hides_nothing_and_is_counted(
     assert found == {old.id, result.entries[0].id}
     assert memory.meter.snapshot()["writer"]["events"] == {"replaces_off": 1}
     assert memory.meter.event_count("writer", "replaces_off") == 1
+    scored = Supersedes()  # what bench updates reports of the writer's path
+    scored.score(memory, "maya", [])
+    assert (scored.row()["supersedes"], scored.row()["unapplied"]) == (0, 1)
 
 
 def test_a_dissimilar_replacement_is_rejected_and_counted(
