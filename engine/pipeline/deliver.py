@@ -23,6 +23,7 @@ from tiermem.embedding.base import EmbedMode, Vectors, check_vectors
 from tiermem.pipeline.read import concurrently
 from tiermem.policy import Expansion
 from tiermem.render import index_text, render_memory
+from tiermem.roles.extract import cut_in_pieces
 from tiermem.stores.base import ScoredEntry
 from tiermem.types import MemoryKind, SearchFilters, SearchHit, Tier, Turn
 
@@ -91,11 +92,14 @@ def neighbours(
 def _piece(hit: SearchHit, turns: Mapping[str, ContextTurn]) -> str | None:
     """The hit's own text when it is a piece of one long turn (what matched in it): a
     shorter run of the turn's own words under its speaker. An entry whose text was edited
-    (``update``) is a memory of the turn, not a piece of it."""
+    (``update``) is a memory of the turn, not a piece of it; a sentence of a short turn
+    (``verbatim_candidates``) stands for the whole turn, which costs little more."""
     ids = hit.source_turn_ids
     if hit.entry.kind is not MemoryKind.TURN or len(ids) != 1:
         return None
     turn = turns[ids[0]]
+    if not cut_in_pieces(turn.text):
+        return None
     prefix = f"{turn.speaker}: "
     if not hit.entry.text.startswith(prefix):
         return None

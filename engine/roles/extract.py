@@ -23,6 +23,13 @@ from tiermem.types import MemoryEntry, MemoryKind, Turn
 EXCHANGE_SIDE_WORDS = 60  # the most words an exchange takes from each of its two bursts
 EXCHANGE_SIDE_TURNS = 16  # and the most messages
 CHUNK_WORDS: int | None = 120  # a longer turn is indexed in pieces of this many words
+# A shorter turn of several sentences is indexed as its sentences too (README, "Choosing the
+# knobs": sentences of a turn); one shorter than this ("Yes!", "Thanks a lot.") gets none.
+SENTENCE_MIN_WORDS = 4
+
+# A sentence ends at . ! or ? (maybe closed by a quote or bracket) followed by white space.
+# "Dr. Smith" splits too: an extra entry costs little, a missed break hides a sentence.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[.!?][\"'”’)\]])\s+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +68,22 @@ class EntryExtractor(Protocol):
         ...
 
 
+def split_sentences(text: str) -> list[str]:
+    """The sentences of ``text``, in order; a text without a sentence break is one sentence.
+
+    >>> split_sentences("I ran 5 km. It rained!  Did you? (Yes.) ok")
+    ['I ran 5 km.', 'It rained!', 'Did you?', '(Yes.)', 'ok']
+    >>> split_sentences("v1.2 is out")
+    ['v1.2 is out']
+    """
+    parts = [p.strip() for p in _SENTENCE_END.split(text)]
+    return [p for p in parts if p] or [text]
+
+
 def verbatim_candidates(
-    turns: Sequence[Turn], chunk_words: int | None = CHUNK_WORDS
+    turns: Sequence[Turn],
+    chunk_words: int | None = CHUNK_WORDS,
+    sentence_words: int | None = SENTENCE_MIN_WORDS,
 ) -> tuple[CandidateEntry, ...]:
     """One verbatim entry per turn, "Speaker: content", keyed by the turn (re-adding it
     proposes the same entry id). A turn of more than ``chunk_words`` words (a pasted document,
@@ -72,28 +93,67 @@ def verbatim_candidates(
     "word" is at most 40 characters: text without spaces (minified JSON, a URL list) is cut
     into pieces too.
 
+    A shorter turn with two or more sentences of at least ``sentence_words`` words is indexed
+    as those sentences too, beside the whole (``None``: not): people mention a fact in
+    passing, in a message about something else ("I need new socks. By the way, we play
+    tennis every other Sunday now."), and the sentence matches a question that the rest of
+    the message dilutes. A sentence's hit delivers its whole turn
+    (``tiermem.pipeline.deliver``).
+
     >>> from datetime import UTC, datetime
     >>> from tiermem.types import Role
     >>> when = datetime(2026, 1, 1, tzinfo=UTC)
     >>> t = Turn("t1", "u", "s1", Role.USER, "Ann", "one two three four five", when)
     >>> [(e.text, e.source_turn_ids) for e in verbatim_candidates([t], chunk_words=2)]
     [('Ann: one two', ('t1',)), ('Ann: three four', ('t1',)), ('Ann: five', ('t1',))]
+    >>> t = Turn("t2", "u", "s1", Role.USER, "Ann", "New socks. We play tennis on Sundays.", when)
+    >>> [e.text for e in verbatim_candidates([t], None, 2)]  # doctest: +NORMALIZE_WHITESPACE
+    ['Ann: New socks. We play tennis on Sundays.', 'Ann: New socks.',
+     'Ann: We play tennis on Sundays.']
+    >>> [e.text for e in verbatim_candidates([t])]  # one sentence of 4+ words: the turn alone
+    ['Ann: New socks. We play tennis on Sundays.']
     """
     out = []
     for t in turns:
         pieces = _pieces(t.content, chunk_words)
-        for i, piece in enumerate(pieces):
-            out.append(
-                CandidateEntry(
-                    text=f"{t.speaker}: {piece}",
-                    kind=MemoryKind.TURN,
-                    source_turn_ids=(t.turn_id,),
-                    event_time=t.timestamp,
-                    session_id=t.session_id,
-                    stable_key=f"turn:{t.turn_id}" if len(pieces) == 1 else f"turn:{t.turn_id}#{i}",
-                )
-            )
+        if len(pieces) == 1:
+            out.append(_verbatim(t, t.content, f"turn:{t.turn_id}"))
+            if sentence_words is not None:
+                out.extend(_sentence_entries(t, sentence_words))
+        else:
+            out.extend(_verbatim(t, p, f"turn:{t.turn_id}#{i}") for i, p in enumerate(pieces))
     return tuple(out)
+
+
+def _verbatim(turn: Turn, text: str, key: str) -> CandidateEntry:
+    """``text`` (the turn, or a part of it) as an entry of ``turn``, under its speaker."""
+    return CandidateEntry(
+        text=f"{turn.speaker}: {text}",
+        kind=MemoryKind.TURN,
+        source_turn_ids=(turn.turn_id,),
+        event_time=turn.timestamp,
+        session_id=turn.session_id,
+        stable_key=key,
+    )
+
+
+def _sentence_entries(turn: Turn, min_words: int) -> list[CandidateEntry]:
+    """``turn``'s sentences of at least ``min_words`` words as entries of their own (none
+    unless there are two), keyed by the turn and the sentence's place."""
+    sentences = [s for s in split_sentences(turn.content) if len(_segments(s)) >= min_words]
+    if len(sentences) < 2:
+        return []
+    return [_verbatim(turn, s, f"turn:{turn.turn_id}~{i}") for i, s in enumerate(sentences)]
+
+
+def cut_in_pieces(text: str) -> bool:
+    """Whether ``verbatim_candidates`` indexes a turn of ``text`` in pieces (more than
+    ``CHUNK_WORDS`` words), not whole (a shorter turn's sentences are indexed beside it).
+
+    >>> cut_in_pieces("one two three"), cut_in_pieces(" ".join(["w"] * 121))
+    (False, True)
+    """
+    return len(_pieces(text, CHUNK_WORDS)) > 1
 
 
 _SEGMENT = re.compile(r"\S{1,40}")
@@ -247,7 +307,7 @@ class TurnExtractor:
         chunk_words: int | None = CHUNK_WORDS,
     ) -> None:
         self._exchanges, self._side_words, self._chunk_words = exchanges, side_words, chunk_words
-        self.name = "turn-burst-v2" if exchanges else "turn-v1"
+        self.name = "turn-burst-v3" if exchanges else "turn-v1"
 
     def extract(
         self, turns: Sequence[Turn], context: Sequence[Turn], existing: Sequence[MemoryEntry] = ()

@@ -26,7 +26,7 @@ def test_add_update_delete_leave_a_complete_history(memory: Memory, clock: Manua
     )
     assert (events[2].before, events[2].after) == ("Ana: my bike is a green Gazelle now.", None)
     assert events[0].detail["source_turn_ids"] == list(added.source_turn_ids)
-    assert events[0].actor == "turn-burst-v2"
+    assert events[0].actor == "turn-burst-v3"
     assert updated.updated_at == T0 + timedelta(hours=1)
     assert updated.created_at == added.created_at
 

@@ -92,6 +92,9 @@ def test_a_piece_of_a_long_turn_is_worth_a_share_of_its_rank() -> None:
     from tiermem.types import MemoryEntry, MemoryKind, ScoreExplanation, SearchHit
 
     turns = _turns()
+    # s2:0 made long enough to be indexed in pieces (more than 120 words)
+    text = "The orchestra plays Mahler on Friday. " + "It is a long evening. " * 30
+    turns["s2:0"] = replace(turns["s2:0"], text=text)
     long_answer = "Ben: The orchestra plays Mahler"  # what a piece of s2:0 would hold
     piece = MemoryEntry("p", "u", long_answer, MemoryKind.TURN, T0, T0, source_turn_ids=("s2:0",))
     hits = [SearchHit(piece, 1.0, ScoreExplanation({}, "")), *_hits([("s1:2",)])]
@@ -103,10 +106,28 @@ def test_a_piece_of_a_long_turn_is_worth_a_share_of_its_rank() -> None:
     fallback = units[1].fallback
     assert fallback is not None
     assert fallback.endswith(long_answer)
-    whole = hit_units(_hits([("s2:0",), ("s1:2",)]), turns, replace(plain, piece=0.4))
+    whole_hit = replace(piece, text=turns["s2:0"].line)
+    hits_whole = [SearchHit(whole_hit, 1.0, ScoreExplanation({}, "")), *_hits([("s1:2",)])]
+    whole = hit_units(hits_whole, turns, replace(plain, piece=0.4))
     assert [(u.turn_ids, u.value) for u in whole] == [(("s2:0",), 1.0), (("s1:2",), 0.5)]
     unshared = hit_units(hits, turns, replace(plain, piece=1.0))
     assert [u.turn_ids for u in unshared] == [("s2:0",), ("s1:2",)]
+
+
+def test_a_sentence_of_a_short_turn_stands_for_the_whole_turn() -> None:
+    from tiermem.types import MemoryEntry, MemoryKind, ScoreExplanation, SearchHit
+
+    turns = _turns()  # s2:0 is one short turn: its sentence is indexed beside it
+    said = "Ben: The orchestra plays Mahler"
+    sentence = MemoryEntry("p", "u", said, MemoryKind.TURN, T0, T0, source_turn_ids=("s2:0",))
+    hits = [SearchHit(sentence, 1.0, ScoreExplanation({}, "")), *_hits([("s1:2",)])]
+    plain = Expansion(reply=0, previous=0, burst=0, member=0)
+    units = hit_units(hits, turns, replace(plain, piece=0.4))
+    # worth its rank, no fallback line: the whole turn costs little more than the sentence
+    assert [(u.turn_ids, u.value, u.fallback) for u in units] == [
+        (("s2:0",), 1.0, None),
+        (("s1:2",), 0.5, None),
+    ]
 
 
 def test_a_long_reply_is_worth_less_than_a_short_hit_when_lengths_count() -> None:

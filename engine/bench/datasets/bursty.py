@@ -21,26 +21,10 @@ becomes every part of its gold turns.
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
 from tiermem.bench.datasets.conversation import Conversation, DialogueTurn, Session
-
-# A sentence ends at . ! or ? (maybe closed by a quote or bracket) followed by white space.
-# "Dr. Smith" splits too: the variant only needs to be deterministic, not linguistically right.
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[.!?][\"'”’)\]])\s+")
-
-
-def split_sentences(text: str) -> list[str]:
-    """The sentences of ``text``, in order; a text without a sentence break is one sentence.
-
-    >>> split_sentences("I ran 5 km. It rained!  Did you? (Yes.) ok")
-    ['I ran 5 km.', 'It rained!', 'Did you?', '(Yes.)', 'ok']
-    >>> split_sentences("v1.2 is out")
-    ['v1.2 is out']
-    """
-    parts = [p.strip() for p in _SENTENCE_END.split(text)]
-    return [p for p in parts if p] or [text]
+from tiermem.roles.extract import split_sentences
 
 
 def burst_turn(turn: DialogueTurn) -> tuple[DialogueTurn, ...]:
