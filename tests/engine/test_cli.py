@@ -18,10 +18,11 @@ def test_demo_shows_answers_with_their_source_turns(
     # 4 of Maya's turns are small talk ("Thanks!", echoes of her words): turns, not memories.
     # New memories: one per other turn, and one per exchange of two such turns, or of a
     # question and the small talk that answers it ("Anything else to plan?" / "Thanks!"):
-    # 16 + 12.
-    assert "maya: 4 sessions ingested, 28 new memories" in out
+    # 16 + 12; and the sentences of the 3 turns with two or more of 4+ words: 6.
+    assert "maya: 4 sessions ingested, 34 new memories" in out
     assert "4 turns already known or skipped" in out
-    assert "leo: 3 sessions ingested, 21 new memories" in out  # 12 turns, 9 exchanges
+    # 12 turns, 9 exchanges, the 2 sentences of one turn
+    assert "leo: 3 sessions ingested, 23 new memories" in out
     assert out.count("asks:") == 8
     assert "missing from the journal" not in out
     # Each answer cites the memories it delivered, at least one and at most the three the
