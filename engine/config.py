@@ -522,7 +522,7 @@ class DeliveryConfig(_Section):
     later_similarity: float = Field(default=0.5, ge=-1, le=1)
     later_max_tokens: int = Field(default=80, ge=0)
     later_retrieved: bool = True
-    neighbour_tokens: int = Field(default=300, ge=0)  # a longer neighbour is worth less per token
+    neighbour_tokens: int = Field(default=100, ge=0)  # a longer neighbour is worth less per token
     long_tokens: int = Field(default=400, ge=0)  # a longer unit is worth less per token
 
 

@@ -68,7 +68,7 @@ class Expansion:
     later_similarity: float = 0.5
     later_max_tokens: int = 80
     later_retrieved: bool = True
-    neighbour_tokens: int = 300
+    neighbour_tokens: int = 100
     long_tokens: int = 400
 
 

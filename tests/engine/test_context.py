@@ -130,17 +130,29 @@ def test_a_sentence_of_a_short_turn_stands_for_the_whole_turn() -> None:
     ]
 
 
+def _answered(
+    question: str, repeats: int, *others: ContextTurn
+) -> tuple[dict[str, ContextTurn], ApproxTokenCounter, dict[str, int]]:
+    """A user's short turn ``a:0``, the assistant's answer ``a:1`` (a sentence said
+    ``repeats`` times), ``others``, and each turn's tokens."""
+    answer = " ".join(["Here is a long list of suggestions with many words."] * repeats)
+    turns = {
+        "a:0": ContextTurn("a:0", "a", 0, "User", question, DAY1),
+        "a:1": ContextTurn("a:1", "a", 1, "Assistant", answer, DAY1),
+        **{t.turn_id: t for t in others},
+    }
+    counter = ApproxTokenCounter()
+    return turns, counter, {t: counter.count(turn.line) for t, turn in turns.items()}
+
+
 def test_a_long_reply_is_worth_less_than_a_short_hit_when_lengths_count() -> None:
     # A user's short turn, the assistant's long answer to it, and a short hit elsewhere: a
     # budget that holds the first turn and its answer, but not the second hit as well.
-    long_answer = " ".join(["Here is a long list of suggestions with many words."] * 30)
-    turns = {
-        "a:0": ContextTurn("a:0", "a", 0, "User", "I keep my sneakers under the bed.", DAY1),
-        "a:1": ContextTurn("a:1", "a", 1, "Assistant", long_answer, DAY1),
-        "b:0": ContextTurn("b:0", "b", 0, "User", "I moved them to the closet.", DAY2),
-    }
-    counter = ApproxTokenCounter()
-    tokens = {t: counter.count(turn.line) for t, turn in turns.items()}
+    turns, counter, tokens = _answered(
+        "I keep my sneakers under the bed.",
+        30,
+        ContextTurn("b:0", "b", 0, "User", "I moved them to the closet.", DAY2),
+    )
     assert tokens["a:1"] > 200 > 20 > tokens["a:0"]
     hits = _hits([("a:0",), ("b:0",)])
     budget = pack([Unit(("a:0", "a:1"), 1.0)], turns, 10**6, counter).tokens
@@ -179,6 +191,24 @@ def test_a_long_reply_is_worth_less_than_a_short_hit_when_lengths_count() -> Non
     assert both[("a:1",)] == pytest.approx(0.6 * 100 / tokens["a:1"] * 200 / tokens["a:1"])
     # a reference above every length changes nothing
     assert valued(replace(plain, neighbour_tokens=10**4, long_tokens=10**4)) == valued(plain)
+
+
+def test_by_default_a_reply_of_a_few_hundred_tokens_goes_after_the_third_hit() -> None:
+    # LongMemEval-S at 300 tokens: the assistant's 100-200-token answer beside the first hit
+    # (0.5 of it) took the budget that the third hit (1/3), the other evidence turn, needed.
+    turns, counter, tokens = _answered(
+        "I play tennis at the park on Sundays.",
+        15,
+        ContextTurn("b:0", "b", 0, "User", "My racket needs new strings.", DAY1),
+        ContextTurn("c:0", "c", 0, "User", "Now I play every other Sunday.", DAY2),
+    )
+    assert 150 < tokens["a:1"] < 300  # under the old reference (300) it kept its whole share
+    hits = _hits([("a:0",), ("b:0",), ("c:0",)])
+    units = hit_units(hits, turns, Expansion(), tokens=lambda t: tokens[t.turn_id])
+    order = [u.turn_ids for u in units]
+    assert order.index(("c:0",)) < order.index(("a:1",))
+    budget = sum(tokens[t] for t in ("a:0", "b:0", "c:0")) + 40  # the three hits, with dates
+    assert "c:0" in pack(units, turns, budget, counter).turn_ids
 
 
 def test_an_edited_turn_entry_is_not_a_piece_of_its_turn() -> None:
