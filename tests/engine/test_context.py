@@ -207,8 +207,9 @@ def test_by_default_a_reply_of_a_few_hundred_tokens_goes_after_the_third_hit() -
     units = hit_units(hits, turns, Expansion(), tokens=lambda t: tokens[t.turn_id])
     order = [u.turn_ids for u in units]
     assert order.index(("c:0",)) < order.index(("a:1",))
-    budget = sum(tokens[t] for t in ("a:0", "b:0", "c:0")) + 40  # the three hits, with dates
-    assert "c:0" in pack(units, turns, budget, counter).turn_ids
+    # a budget that holds the first hit and its answer: the three hits come first and fit
+    budget = pack([Unit(("a:0", "a:1"), 1.0)], turns, 10**6, counter).tokens
+    assert pack(units, turns, budget, counter).turn_ids == ("a:0", "b:0", "c:0")
 
 
 def test_an_edited_turn_entry_is_not_a_piece_of_its_turn() -> None:
