@@ -524,6 +524,7 @@ class DeliveryConfig(_Section):
     later_retrieved: bool = True
     neighbour_tokens: int = Field(default=100, ge=0)  # a longer neighbour is worth less per token
     long_tokens: int = Field(default=400, ge=0)  # a longer unit is worth less per token
+    long_share: float = Field(default=0.25, ge=0, le=1)  # ... and one past this share of the budget
 
 
 class JournalConfig(_Section):

@@ -49,8 +49,12 @@ class Expansion:
     more): the newest statement of a changed fact often ranks below the old one.
     ``neighbour_tokens``: a neighbour longer than this many tokens keeps only
     ``neighbour_tokens / its tokens`` of its share (a long assistant answer beside a user's
-    short turn); ``long_tokens``: the same for every unit, hits too, after the first
-    (``tiermem.pipeline.deliver.length_share``); 0 turns either off."""
+    short turn); ``long_tokens``: the same for every unit, hits too
+    (``tiermem.pipeline.deliver.length_share``); ``long_share``: with a budget, that
+    reference is at most this share of it (``long_reference``): at 300 tokens a unit of 280
+    would take the room of three or four short hits. 0 drops a limit; ``neighbour_tokens`` 0
+    turns its rule off, ``long_tokens`` and ``long_share`` both 0 theirs. At ``answer()``'s
+    budget (1,200) the reference is 300 tokens."""
 
     reply: float = 0.5
     previous: float = 0.3
@@ -70,6 +74,21 @@ class Expansion:
     later_retrieved: bool = True
     neighbour_tokens: int = 100
     long_tokens: int = 400
+    long_share: float = 0.25
+
+    def long_reference(self, budget_tokens: int | None) -> int:
+        """The length past which any unit is worth less per token, for ``budget_tokens``
+        (``None``: ``long_tokens`` alone); 0 when neither applies.
+
+        >>> Expansion().long_reference(300), Expansion().long_reference(2400)
+        (75, 400)
+        >>> Expansion(long_tokens=0).long_reference(300), Expansion().long_reference(None)
+        (75, 400)
+        """
+        limits = [self.long_tokens] if self.long_tokens > 0 else []
+        if budget_tokens is not None and self.long_share > 0:
+            limits.append(max(1, int(budget_tokens * self.long_share)))
+        return min(limits, default=0)
 
 
 NO_EXPANSION = Expansion(
@@ -81,6 +100,7 @@ NO_EXPANSION = Expansion(
     later=0.0,
     neighbour_tokens=0,
     long_tokens=0,
+    long_share=0.0,
 )
 
 

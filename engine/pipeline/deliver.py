@@ -6,8 +6,9 @@ the hit, walking out from it in the session: first the rest of the speaker's bur
 send a thought in several short messages), then the burst that answers it (the answer often
 sits in the reply) or the one it answers. When speakers alternate, that is the turn after and
 the turn before. A long unit (an assistant's long answer offered beside a user's short turn)
-is worth less per token past ``Expansion.neighbour_tokens`` / ``long_tokens``: the budget it
-takes is worth more to the next short hits. ``tiermem.context.pack`` then fills the
+is worth less per token past ``Expansion.neighbour_tokens`` / ``long_tokens``, and any unit
+past ``long_share`` of the budget (a quarter by default): the budget it takes is worth more
+to the next short hits. ``tiermem.context.pack`` then fills the
 budget. An adaptive cut (``Expansion.fall_off``: hits that no retriever scored near its best
 are not offered) saves tokens; it is off by default, since the budget is the caller's."""
 
@@ -199,13 +200,14 @@ def hit_units(
     expansion: Expansion,
     later: Mapping[str, Sequence[tuple[str, ...]]] | None = None,
     tokens: Callable[[ContextTurn], int] | None = None,
+    budget_tokens: int | None = None,
 ) -> list[Unit]:
     """Units for ``hits`` (best first), their neighbours and the later statements offered
     for them (``offered``: turn ids by hit id, each worth ``expansion.later`` of its hit),
     best value first. With ``tokens`` (a turn's cost), long units are worth less
     (``length_share``): a neighbour past ``expansion.neighbour_tokens``, then any unit past
-    ``expansion.long_tokens`` (a neighbour past both is discounted by both; a piece's unit by
-    its whole turn's cost, though its fallback line is shorter)."""
+    ``expansion.long_reference(budget_tokens)`` (a neighbour past both is discounted by
+    both; a piece's unit by its whole turn's cost, though its fallback line is shorter)."""
     by_place = {(t.session_id, t.position): t for t in turns.values()}
 
     counted: dict[str, int] = {}
@@ -245,10 +247,10 @@ def hit_units(
                     units.append(Unit((near,), value * share))
         for newer in (later or {}).get(hit.id, ()):
             units.append(Unit(newer, value * expansion.later))
-    if expansion.long_tokens > 0 and tokens is not None:
+    reference = expansion.long_reference(budget_tokens)
+    if reference > 0 and tokens is not None:
         units = [
-            replace(u, value=u.value * length_share(cost(u.turn_ids), expansion.long_tokens))
-            for u in units
+            replace(u, value=u.value * length_share(cost(u.turn_ids), reference)) for u in units
         ]
     units.sort(key=lambda u: -u.value)  # stable: ties keep the hits' order
     if units and expansion.cut > 0:
@@ -321,7 +323,9 @@ def build_context(
     offers = {
         h: offered(hit_of[h], found, turns, c, expansion, retrieved) for h, found in later.items()
     }
-    units = hit_units(hits, turns, expansion, offers, lambda t: c.tokens.count(t.line))
+    units = hit_units(
+        hits, turns, expansion, offers, lambda t: c.tokens.count(t.line), budget_tokens
+    )
     ctx = pack(units, turns, budget_tokens, c.tokens)
     by_id = {t.turn_id: t for t in stored}
     sources = {tid: by_id[tid] for tid in ctx.turn_ids if tid in by_id}

@@ -10,7 +10,7 @@ from tiermem import Memory
 from tiermem.context import ContextTurn, Unit, pack
 from tiermem.errors import InvalidLimitError
 from tiermem.pipeline.deliver import hit_units
-from tiermem.policy import Expansion
+from tiermem.policy import NO_EXPANSION, Expansion
 from tiermem.tokens import ApproxTokenCounter
 
 from tests.conftest import T0, MemoryFactory, chat
@@ -196,6 +196,7 @@ def test_a_long_reply_is_worth_less_than_a_short_hit_when_lengths_count() -> Non
 def test_by_default_a_reply_of_a_few_hundred_tokens_goes_after_the_third_hit() -> None:
     # LongMemEval-S at 300 tokens: the assistant's 100-200-token answer beside the first hit
     # (0.5 of it) took the budget that the third hit (1/3), the other evidence turn, needed.
+    # (No budget passed: neighbour_tokens and long_tokens alone, not long_share.)
     turns, counter, tokens = _answered(
         "I play tennis at the park on Sundays.",
         15,
@@ -210,6 +211,42 @@ def test_by_default_a_reply_of_a_few_hundred_tokens_goes_after_the_third_hit() -
     # a budget that holds the first hit and its answer: the three hits come first and fit
     budget = pack([Unit(("a:0", "a:1"), 1.0)], turns, 10**6, counter).tokens
     assert pack(units, turns, budget, counter).turn_ids == ("a:0", "b:0", "c:0")
+
+
+def test_at_a_small_budget_a_unit_past_a_quarter_of_it_goes_after_short_hits() -> None:
+    # LongMemEval-S at 300 tokens: the first hit, an assistant's answer of some 250 tokens
+    # (under long_tokens), took the room of the user's short turns ranked next, the evidence.
+    said = "On the way back I drove for six hours straight and stopped twice for coffee."
+    turns, counter, tokens = _answered(
+        "Can you help me plan the route for my next road trip?",
+        20,
+        ContextTurn("b:0", "b", 0, "User", said, DAY1),
+        ContextTurn("c:0", "c", 0, "User", said.replace("six", "five"), DAY2),
+    )
+    assert 200 < tokens["a:1"] < 400
+    assert tokens["b:0"] > 15
+    hits = _hits([("a:1",), ("b:0",), ("c:0",)])
+
+    def units(expansion: Expansion, budget: int) -> list[Unit]:
+        count = tokens.__getitem__
+        return hit_units(
+            hits, turns, expansion, tokens=lambda t: count(t.turn_id), budget_tokens=budget
+        )
+
+    def delivered(expansion: Expansion, budget: int) -> tuple[str, ...]:
+        return pack(units(expansion, budget), turns, budget, counter).turn_ids
+
+    assert Expansion().long_reference(300) == 75
+    assert Expansion(long_tokens=0).long_reference(300) == 75  # 0 drops one limit
+    assert Expansion().long_reference(None) == 400  # no budget: long_tokens alone
+    assert NO_EXPANSION.long_reference(300) == 0  # expand=False: no length rule
+    assert {"b:0", "c:0"} <= set(delivered(Expansion(), 300))
+    assert "a:1" not in delivered(Expansion(), 300)
+    # without the share the long first hit is packed first and leaves room for one more
+    assert "c:0" not in delivered(replace(Expansion(), long_share=0), 300)
+    # at a budget over four times its length it keeps its whole worth: the best unit again
+    # (this guards against discounting it there; it holds at any share over about 0.2)
+    assert units(Expansion(), 1200)[0].turn_ids == ("a:1",)
 
 
 def test_an_edited_turn_entry_is_not_a_piece_of_its_turn() -> None:
