@@ -228,9 +228,8 @@ def test_at_a_small_budget_a_unit_past_a_quarter_of_it_goes_after_short_hits() -
     hits = _hits([("a:1",), ("b:0",), ("c:0",)])
 
     def units(expansion: Expansion, budget: int) -> list[Unit]:
-        count = tokens.__getitem__
         return hit_units(
-            hits, turns, expansion, tokens=lambda t: count(t.turn_id), budget_tokens=budget
+            hits, turns, expansion, tokens=lambda t: tokens[t.turn_id], budget_tokens=budget
         )
 
     def delivered(expansion: Expansion, budget: int) -> tuple[str, ...]:
