@@ -33,6 +33,9 @@ from tiermem.training.lora import (
 from tiermem.training.role_example import RoleExample, read_role_examples
 
 IGNORED = -100  # the label cross-entropy skips: the prompt's tokens
+# every answer token weighs the same in a run (``batch_loss``); a checkpoint of another loss
+# is not resumed
+LOSS = "answer-token-sum-v2"
 
 
 def default_out(role: str, base: str, version: str) -> Path:
@@ -56,10 +59,25 @@ def encode_answer(tokenizer: Any, example: RoleExample) -> tuple[list[int], list
     return prompt_ids + answer_ids, [IGNORED] * len(prompt_ids) + answer_ids
 
 
+def answer_tokens(row: tuple[list[int], list[int]]) -> int:
+    """How many of an encoded example's tokens are the answer's (the loss's)."""
+    return sum(1 for label in row[1] if label != IGNORED)
+
+
 def batch_loss(
-    model: Any, rows: Sequence[tuple[list[int], list[int]]], pad_id: int, device: str
+    model: Any,
+    rows: Sequence[tuple[list[int], list[int]]],
+    pad_id: int,
+    device: str,
+    tokens_per_example: float | None = None,
 ) -> torch.Tensor:
-    """The mean cross-entropy of the answers' tokens over ``rows``, right-padded."""
+    """The cross-entropy of the answers' tokens over ``rows``, right-padded: their mean, or,
+    given ``tokens_per_example`` (the run's mean answer length), their sum over that many
+    tokens a row. Training uses the second, so that every answer token weighs the same in
+    the run whatever its example's length: with the batch's own mean, a batch of one short
+    answer weighs each of its tokens many times more than a long one does: the first token of
+    a writer's empty list (six tokens) weighed about 30 times that of a list of facts (200).
+    Over a run, the sum's mean is the mean per-token loss."""
     width = max(len(ids) for ids, _ in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     labels = torch.full((len(rows), width), IGNORED, dtype=torch.long)
@@ -74,7 +92,10 @@ def batch_loss(
     following = labels[:, 1:].to(hidden.device)
     answered = following != IGNORED
     logits = head(hidden[:, :-1][answered]).float()
-    return torch.nn.functional.cross_entropy(logits, following[answered])
+    if tokens_per_example is None:
+        return torch.nn.functional.cross_entropy(logits, following[answered])
+    summed = torch.nn.functional.cross_entropy(logits, following[answered], reduction="sum")
+    return summed / (tokens_per_example * len(rows))
 
 
 def _picked(examples: list[RoleExample], limit: int | None, seed: int) -> list[RoleExample]:
@@ -99,11 +120,13 @@ def train_role(
     rows = [encode_answer(tokenizer, e) for e in picked]
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     per_epoch = math.ceil(len(rows) / settings.batch_size)
+    per_example = sum(answer_tokens(row) for row in rows) / len(rows)
     fingerprint: dict[str, object] = {
         "role": role,
         "settings": asdict(settings),
         "base": str(base.hf_dir),
         "n": len(rows),
+        "loss": LOSS,
     }
 
     def loss_at(step: int) -> torch.Tensor:
@@ -111,10 +134,10 @@ def train_role(
         order = list(range(len(rows)))
         random.Random(f"{settings.seed}/{epoch}").shuffle(order)
         batch = order[index * settings.batch_size : (index + 1) * settings.batch_size]
-        return batch_loss(model, [rows[i] for i in batch], pad_id, device)
+        return batch_loss(model, [rows[i] for i in batch], pad_id, device, per_example)
 
     run = Run(config, base, device, precision, len(rows), per_epoch * settings.epochs)
     return run_steps(run, model, loss_at, fingerprint, picked[0].meta.prompt_version, progress)
 
 
-__all__ = ["batch_loss", "default_out", "encode_answer", "train_role"]
+__all__ = ["answer_tokens", "batch_loss", "default_out", "encode_answer", "train_role"]

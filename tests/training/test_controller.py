@@ -213,3 +213,28 @@ def test_the_loss_is_the_whole_sequences_loss_over_the_answer(tiny_base: dict[st
             ignore_index=IGNORED,
         )  # fmt: skip
         assert float(batch_loss(model, rows, 0, "cpu")) == pytest.approx(float(whole), abs=1e-4)
+
+
+def test_in_training_every_answer_token_weighs_the_same_whatever_its_answers_length(
+    tiny_base: dict[str, Any],
+) -> None:
+    """With the run's mean answer length given, a row's loss is its summed cross-entropy over
+    that length: a short answer's tokens weigh no more than a long one's (with the row's own
+    mean they weigh ``mean length / own length`` times more)."""
+    from tiermem.training.generation import answer_tokens, batch_loss
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_base["base"])
+    rows = [encode_answer(tiny_base["tokenizer"], e) for e in _examples(tiny_base)]
+    lengths = [answer_tokens(row) for row in rows]
+    assert min(lengths) < max(lengths)
+    short, long = rows[lengths.index(min(lengths))], rows[lengths.index(max(lengths))]
+    mean = sum(lengths) / len(lengths)
+    with torch.no_grad():
+        for row in (short, long):
+            own_mean = float(batch_loss(model, [row], 0, "cpu"))
+            weighed = float(batch_loss(model, [row], 0, "cpu", mean))
+            assert weighed == pytest.approx(own_mean * answer_tokens(row) / mean, rel=1e-4)
+        both = float(batch_loss(model, [short, long], 0, "cpu", mean))
+        alone = [float(batch_loss(model, [row], 0, "cpu", mean)) for row in (short, long)]
+        assert both == pytest.approx(sum(alone) / 2, rel=1e-4)
