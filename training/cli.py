@@ -15,13 +15,18 @@ from typing import Any
 
 from rich.console import Console
 from tiermem.training import TrainingInputError
-from tiermem.training.settings import WRITER_MAX_EXAMPLES, CrossEncoderSettings, LoraSettings
+from tiermem.training.settings import (
+    CONTROLLER_MAX_EXAMPLES,
+    WRITER_MAX_EXAMPLES,
+    CrossEncoderSettings,
+    LoraSettings,
+)
 
 DEFAULTS = LoraSettings()
 CROSS = CrossEncoderSettings()
 GENERATING = ("controller", "writer")  # the roles that write their answer
-# a default run within the hour on a 2-core CPU: a writer example is ~1,000 tokens
-ROLE_MAX_EXAMPLES = {"controller": DEFAULTS.max_examples, "writer": WRITER_MAX_EXAMPLES}
+# a default run within the hour on a 2-core CPU (a generating role's step is ~11 s there)
+ROLE_MAX_EXAMPLES = {"controller": CONTROLLER_MAX_EXAMPLES, "writer": WRITER_MAX_EXAMPLES}
 
 
 def add_train_parser(commands: Any) -> None:

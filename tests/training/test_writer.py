@@ -20,7 +20,7 @@ from tiermem.training import TrainingInputError
 from tiermem.training.generation import IGNORED, encode_answer, train_role
 from tiermem.training.lora import TrainConfig
 from tiermem.training.roles import read_role_examples, write_role_dataset
-from tiermem.training.settings import WRITER_MAX_EXAMPLES
+from tiermem.training.settings import CONTROLLER_MAX_EXAMPLES, WRITER_MAX_EXAMPLES
 from tiermem.training.writer_data import (
     UPDATE_FIRST_USER,
     UPDATE_SEED,
@@ -144,15 +144,19 @@ def test_updates_are_windows_of_other_users_that_replace_what_they_are_shown() -
     assert "correction" not in WRITER_FAMILIES
 
 
-def test_the_writer_samples_fewer_examples_by_default_than_the_other_roles() -> None:
+def test_the_generating_roles_sample_fewer_examples_by_default_than_the_selector() -> None:
+    """A writer's or controller's example is a whole prompt run forward and backward; the
+    selector's default sample would keep either over the hour on a 2-core CPU."""
     from tiermem.cli import _parser
     from tiermem.training.cli import _settings
 
     def sample(*argv: str) -> int | None:
         return _settings(_parser().parse_args(["train", *argv, "--dataset", "d"])).max_examples
 
-    assert sample("writer") == WRITER_MAX_EXAMPLES < sample("controller") == sample("selector")
+    assert sample("writer") == WRITER_MAX_EXAMPLES < sample("selector")
+    assert sample("controller") == CONTROLLER_MAX_EXAMPLES < sample("selector")
     assert sample("writer", "--max-examples", "all") is None
+    assert sample("controller", "--max-examples", "all") is None
 
 
 def _examples(tiny_base: dict[str, Any]) -> list[Any]:
