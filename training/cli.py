@@ -25,7 +25,8 @@ from tiermem.training.settings import (
 DEFAULTS = LoraSettings()
 CROSS = CrossEncoderSettings()
 GENERATING = ("controller", "writer")  # the roles that write their answer
-# a default run within the hour on a 2-core CPU (a generating role's step is ~11 s there)
+# a generating role's default sample: a whole prompt runs forward and backward for each
+# (training/settings.py says what a run costs on a 2-core CPU)
 ROLE_MAX_EXAMPLES = {"controller": CONTROLLER_MAX_EXAMPLES, "writer": WRITER_MAX_EXAMPLES}
 
 
