@@ -69,12 +69,12 @@ def batch_loss(
     rows: Sequence[tuple[list[int], list[int]]],
     pad_id: int,
     device: str,
-    tokens_per_example: float | None = None,
+    tokens_per_example: float,
 ) -> torch.Tensor:
-    """The cross-entropy of the answers' tokens over ``rows``, right-padded: their mean, or,
-    given ``tokens_per_example`` (the run's mean answer length), their sum over that many
-    tokens a row. Training uses the second, so that every answer token weighs the same in
-    the run whatever its example's length: with the batch's own mean, a batch of one short
+    """The summed cross-entropy of the answers' tokens over ``rows`` (right-padded), over
+    ``tokens_per_example`` tokens a row: given the run's mean answer length, every answer
+    token weighs the same in the run whatever its example's length. With the batch's own
+    mean instead (the batch's answer tokens as the count), a batch of one short
     answer weighs each of its tokens many times more than a long one does: the first token of
     a writer's empty list (7 tokens) weighed about 20 times that of a list of facts (137).
     Over a run, the sum's mean is the mean per-token loss."""
@@ -92,8 +92,6 @@ def batch_loss(
     following = labels[:, 1:].to(hidden.device)
     answered = following != IGNORED
     logits = head(hidden[:, :-1][answered]).float()
-    if tokens_per_example is None:
-        return torch.nn.functional.cross_entropy(logits, following[answered])
     summed = torch.nn.functional.cross_entropy(logits, following[answered], reduction="sum")
     return summed / (tokens_per_example * len(rows))
 

@@ -191,7 +191,7 @@ def train_through_the_cli(
 
 def test_the_loss_is_the_whole_sequences_loss_over_the_answer(tiny_base: dict[str, Any]) -> None:
     """The head runs on the answer's positions only; the loss is what the full logits give."""
-    from tiermem.training.generation import batch_loss
+    from tiermem.training.generation import answer_tokens, batch_loss
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(tiny_base["base"])
@@ -212,7 +212,11 @@ def test_the_loss_is_the_whole_sequences_loss_over_the_answer(tiny_base: dict[st
             logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1),
             ignore_index=IGNORED,
         )  # fmt: skip
-        assert float(batch_loss(model, rows, 0, "cpu")) == pytest.approx(float(whole), abs=1e-4)
+        # over the batch's own mean answer length: the mean per answer token
+        mean = sum(map(answer_tokens, rows)) / len(rows)
+        assert float(batch_loss(model, rows, 0, "cpu", mean)) == pytest.approx(
+            float(whole), abs=1e-4
+        )
 
 
 def test_in_training_every_answer_token_weighs_the_same_whatever_its_answers_length(
@@ -232,7 +236,7 @@ def test_in_training_every_answer_token_weighs_the_same_whatever_its_answers_len
     mean = sum(lengths) / len(lengths)
     with torch.no_grad():
         for row in (short, long):
-            own_mean = float(batch_loss(model, [row], 0, "cpu"))
+            own_mean = float(batch_loss(model, [row], 0, "cpu", answer_tokens(row)))
             weighed = float(batch_loss(model, [row], 0, "cpu", mean))
             assert weighed == pytest.approx(own_mean * answer_tokens(row) / mean, rel=1e-4)
         both = float(batch_loss(model, [short, long], 0, "cpu", mean))
