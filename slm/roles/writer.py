@@ -48,7 +48,12 @@ from tiermem.errors import SLMError, SLMOutputInvalid
 from tiermem.lexical import content_stems, stem
 from tiermem.ranking import in_turns
 from tiermem.render import human_date, render_memory
-from tiermem.roles.extract import CandidateEntry, Extraction, verbatim_candidates
+from tiermem.roles.extract import (
+    CandidateEntry,
+    Extraction,
+    exchange_candidates,
+    verbatim_candidates,
+)
 from tiermem.slm.prompts import writer as prompt
 from tiermem.slm.roles.common import Role, RoleRuntime
 from tiermem.smalltalk import split_small_talk
@@ -294,6 +299,9 @@ class SLMWriter(Role):
                     verbatim_candidates([t for t in chunk if t.turn_id in written.restated])
                 )
             before.extend(chunk)
+        if self._keep_turns:  # the model-free floor whole: its exchanges too, not turns alone
+            earlier = split_small_talk(context, ()).kept
+            candidates.extend(exchange_candidates(turns, (*earlier, *kept), context))
         return Extraction(tuple(candidates), split.skipped_turn_ids)
 
     def _write(
