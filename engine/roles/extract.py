@@ -291,6 +291,24 @@ def exchange_candidates(
     return tuple(out)
 
 
+def verbatim_floor(
+    turns: Sequence[Turn],
+    kept: Sequence[Turn],
+    context: Sequence[Turn],
+    exchanges: bool = True,
+    side_words: int = EXCHANGE_SIDE_WORDS,
+    chunk_words: int | None = CHUNK_WORDS,
+) -> tuple[CandidateEntry, ...]:
+    """What the model-free path stores of ``turns`` (``kept``: those that are not small talk):
+    each kept turn verbatim and, with ``exchanges``, each exchange they take part in. A writer
+    keeps the same beside its entries."""
+    candidates = verbatim_candidates(kept, chunk_words)
+    if exchanges:
+        earlier = split_small_talk(context, ()).kept
+        candidates += exchange_candidates(turns, (*earlier, *kept), context, side_words)
+    return candidates
+
+
 class TurnExtractor:
     """One verbatim entry per user or assistant turn that is not small talk (a long turn in
     pieces), and one per exchange of two bursts (``exchange_candidates``); system turns are
@@ -313,10 +331,7 @@ class TurnExtractor:
         self, turns: Sequence[Turn], context: Sequence[Turn], existing: Sequence[MemoryEntry] = ()
     ) -> Extraction:
         split = split_small_talk(turns, context)
-        candidates = verbatim_candidates(split.kept, self._chunk_words)
-        if self._exchanges:
-            earlier = split_small_talk(context, ()).kept
-            candidates += exchange_candidates(
-                turns, (*earlier, *split.kept), context, self._side_words
-            )
+        candidates = verbatim_floor(
+            turns, split.kept, context, self._exchanges, self._side_words, self._chunk_words
+        )
         return Extraction(candidates, split.skipped_turn_ids)

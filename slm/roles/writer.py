@@ -48,12 +48,7 @@ from tiermem.errors import SLMError, SLMOutputInvalid
 from tiermem.lexical import content_stems, stem
 from tiermem.ranking import in_turns
 from tiermem.render import human_date, render_memory
-from tiermem.roles.extract import (
-    CandidateEntry,
-    Extraction,
-    exchange_candidates,
-    verbatim_candidates,
-)
+from tiermem.roles.extract import CandidateEntry, Extraction, verbatim_candidates, verbatim_floor
 from tiermem.slm.prompts import writer as prompt
 from tiermem.slm.roles.common import Role, RoleRuntime
 from tiermem.smalltalk import split_small_talk
@@ -292,16 +287,16 @@ class SLMWriter(Role):
             written = self._write(chunk, before[-self._context_turns :], existing)
             if written is not None:
                 candidates.extend(written.entries)
-            if written is None or self._keep_turns:  # the verbatim turns: a floor on recall
-                candidates.extend(verbatim_candidates(chunk))
-            else:  # a dropped copy leaves the turn it copied
-                candidates.extend(
-                    verbatim_candidates([t for t in chunk if t.turn_id in written.restated])
+            if not self._keep_turns:  # a failed chunk leaves its turns, a dropped copy its turn
+                left = (
+                    chunk
+                    if written is None
+                    else [t for t in chunk if t.turn_id in written.restated]
                 )
+                candidates.extend(verbatim_candidates(left))
             before.extend(chunk)
-        if self._keep_turns:  # the model-free floor whole: its exchanges too, not turns alone
-            earlier = split_small_talk(context, ()).kept
-            candidates.extend(exchange_candidates(turns, (*earlier, *kept), context))
+        if self._keep_turns:  # the model-free path's whole store, a floor on recall
+            candidates.extend(verbatim_floor(turns, kept, context))
         return Extraction(tuple(candidates), split.skipped_turn_ids)
 
     def _write(
