@@ -174,6 +174,7 @@ def _selector(slm: SLMConfig, runtime: RoleRuntime | None, policy: Policy) -> Se
         policy.selector_min_keep,
         slm.cross_encoder,
         slm.cross_encoder_threshold,
+        slm.cross_encoder_precision,
     )
     kind = slm.selector_mode if slm.selector.enabled else FUSION
     return build_selector(kind, runtime, settings)

@@ -412,6 +412,9 @@ class SLMConfig(_Section):
     pointwise_threshold: float = Field(default=0.0, ge=0, le=1)
     cross_encoder: Path | None = None
     cross_encoder_threshold: float | None = Field(default=0.0, ge=0, le=1)
+    # The dtype the cross-encoder runs in. ``auto``: bfloat16 on a CPU that computes it in
+    # hardware (AVX-512 BF16 or AMX), float32 elsewhere (and on a GPU).
+    cross_encoder_precision: Literal["auto", "float32", "bfloat16"] = "auto"
     merge_threshold: float = Field(default=0.92, gt=0, le=1)
     # A writer's "replaces" is accepted only this close to the entry it would supersede
     # (all-MiniLM-L6-v2: real updates measured 0.66-0.80, unrelated facts 0.26-0.53).

@@ -67,6 +67,16 @@ def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
     return frozenset(match.group(1).split()) if match else frozenset()
 
 
+def computes_bfloat16(flags: frozenset[str] | set[str] | None = None) -> bool:
+    """Whether this CPU computes bfloat16 in hardware (AVX-512 BF16 or AMX). Elsewhere torch
+    emulates it, and bfloat16 is slower than float32.
+
+    >>> computes_bfloat16({"avx2", "fma"}), computes_bfloat16({"avx512f", "avx512_bf16"})
+    (False, True)
+    """
+    return bool({"avx512_bf16", "amx_bf16"} & (cpu_flags() if flags is None else flags))
+
+
 def amx_granted() -> bool:
     """Ask the kernel for the AMX tile-data state for this process; True if it is granted.
 

@@ -45,6 +45,12 @@ def add_role_bench_parsers(suites: Any) -> None:
     sel.add_argument(
         "--cross-encoder", type=Path, metavar="DIR", help="from train selector --arch cross-encoder"
     )
+    sel.add_argument(
+        "--cross-encoder-precision",
+        choices=("auto", "float32", "bfloat16"),
+        default="auto",
+        help="auto: bfloat16 on a CPU that computes it in hardware, float32 elsewhere",
+    )
     sel.add_argument("--embed-cache", type=Path, metavar="DIR", help="memoise embeddings here")
     wr = suites.add_parser(
         "writer", help="the writer's facts against LoCoMo's gold observations, base and LoRA"
@@ -113,6 +119,7 @@ def run_role_bench(args: argparse.Namespace, console: Console) -> None:
             weight=args.weight,
             variants=parse_names(args.variants, "--variants") or (),
             cross_encoder=args.cross_encoder,
+            cross_encoder_precision=args.cross_encoder_precision,
             embed_cache=args.embed_cache,
         ),
         console,

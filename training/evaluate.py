@@ -51,6 +51,7 @@ from tiermem.roles.plan import Candidate, Selection, Selector
 from tiermem.slm.meter import Meter
 from tiermem.slm.registry import BackendPool
 from tiermem.slm.roles.common import RoleRuntime
+from tiermem.slm.roles.cross_encoder import CrossEncoderSelector
 from tiermem.slm.roles.pointwise import FusedSelector, PointwiseSelector, PointwiseSettings
 from tiermem.slm.roles.selectors import (
     CROSS_ENCODER,
@@ -83,6 +84,7 @@ class SelectorEvalConfig:
     embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
     models_dir: Path = Path("~/.cache/tiermem/models")
     cross_encoder: Path | None = None  # a trained model directory; without it no cross-encoder
+    cross_encoder_precision: str = "auto"  # the dtype it runs in (serving_precision)
     embed_cache: Path | None = None  # memoised vectors for the conversations' memories
 
 
@@ -153,6 +155,7 @@ class _Variants:
             threshold,
             cross_encoder=self._cfg.cross_encoder,
             cross_encoder_threshold=None,
+            cross_encoder_precision=self._cfg.cross_encoder_precision,
         )
         return build_selector(kind, runtime, settings)
 
@@ -388,18 +391,26 @@ def run(cfg: SelectorEvalConfig, console: Console) -> dict[str, Any]:
                         with rows_path.open("a", encoding="utf-8") as f:  # kept if stopped
                             f.writelines(json.dumps(asdict(row)) + "\n" for row in mine)
                     console.print(f"{sample.sample_id} q{index}: {len(rows)} rows")
+        ran_in = {  # the dtype each cross-encoder ran in ("auto" resolved)
+            name: s.precision
+            for name, s in variants.selectors.items()
+            if isinstance(s, CrossEncoderSelector)
+        }
     finally:
         variants.close()
     summary = summarise(rows, cfg.budgets)
     result = {
         "config": {k: str(v) for k, v in asdict(cfg).items()},
         "thresholds": thresholds,
+        "precision": ran_in,
         "summary": summary,
     }
     (cfg.out / "summary.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
     console.print(_table(summary, cfg))
     if thresholds:
         console.print(f"calibrated thresholds (tune split): {thresholds}")
+    for name, dtype in ran_in.items():
+        console.print(f"{name} ran in {dtype}")
     return result
 
 

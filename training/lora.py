@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tiermem.slm.cpu import cpu_flags
+from tiermem.slm.cpu import computes_bfloat16
 from tiermem.slm.prompts import relevance
 from tiermem.training import TrainingInputError, checkpoint, train_dependency
 from tiermem.training.base import BaseModel, resolve_base
@@ -96,8 +96,7 @@ def pick_precision(precision: str, device: str) -> str:
         return precision
     if device.startswith("cuda"):
         return "bfloat16" if torch.cuda.is_bf16_supported() else "float32"
-    native = {"avx512_bf16", "amx_bf16"} & cpu_flags()
-    return "bfloat16" if device == "cpu" and native else "float32"
+    return "bfloat16" if device == "cpu" and computes_bfloat16() else "float32"
 
 
 def load_base(base: BaseModel, device: str, dtype: torch.dtype = torch.float32) -> tuple[Any, Any]:

@@ -24,19 +24,24 @@ from typing import Any
 from tiermem.errors import ConfigError
 from tiermem.render import render_memory
 from tiermem.roles.plan import Candidate
+from tiermem.slm.cpu import computes_bfloat16
 from tiermem.slm.roles.pointwise import FusedSelector, PointwiseSettings
 
 # What the model reads: (question, render_memory(candidate)). A change to either side of the
 # pair is a new version, and a model trained on the old one is refused.
 INPUT_VERSION = "pair-v1"
 RECORD = "tiermem-selector.json"  # the training record, beside the weights
-# Pairs a forward pass on a CPU. sentence-transformers sorts a pool by length before it
-# batches it, and a batch is padded to its longest pair, so small batches compute fewer tokens.
-# Measured on a 2-core AVX2 CPU, 20-pair pools of LoCoMo candidates (78 tokens a pair on
+# Pairs a forward pass in float32 on a CPU. sentence-transformers sorts a pool by length before
+# it batches it, and a batch is padded to its longest pair, so small batches compute fewer
+# tokens. Measured on a 2-core AVX2 CPU, 20-pair pools of LoCoMo candidates (78 tokens a pair on
 # average, 128 at most), p50 a pool: batches of 20 1,037 ms (6 layers) / 354 ms (2 layers); of
-# 10 813 / 280; of 5 735 / 261; of 2 798 / 280. On a GPU one batch of 64 does better.
+# 10 813 / 280; of 5 735 / 261; of 2 798 / 280. In bfloat16 (a CPU with AMX) and on a GPU the
+# whole pool goes in one batch (WHOLE): on a 2-core AVX-512/AMX CPU, 2 layers, bfloat16, p50 of
+# LoCoMo / LongMemEval-S pools: batches of 5 73 / 81 ms, of 10 61 / 74, of 20 59 / 61.
 BATCH = 5
+WHOLE = 64
 FORMAT = "tiermem-cross-encoder-v1"
+PRECISIONS = ("auto", "float32", "bfloat16")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +56,21 @@ class CrossEncoderRecord:
 def pair(question: str, candidate: Candidate) -> tuple[str, str]:
     """What the cross-encoder reads of one candidate, in training and in serving."""
     return question, render_memory(candidate.item)
+
+
+def serving_precision(setting: str, device: str, flags: frozenset[str] | None = None) -> str:
+    """The dtype the model runs in. ``auto``: bfloat16 on a CPU that computes it in hardware
+    (:func:`~tiermem.slm.cpu.computes_bfloat16`), float32 elsewhere and on a GPU (not
+    measured there). A CPU without it emulates bfloat16, slower than float32.
+
+    >>> serving_precision("auto", "cpu", frozenset({"avx2"})), serving_precision("auto", "cuda")
+    ('float32', 'float32')
+    >>> serving_precision("auto", "cpu", frozenset({"avx512_bf16"}))
+    'bfloat16'
+    """
+    if setting != "auto":
+        return setting
+    return "bfloat16" if device == "cpu" and computes_bfloat16(flags) else "float32"
 
 
 def read_record(directory: Path) -> CrossEncoderRecord:
@@ -96,6 +116,12 @@ class CrossEncoderSelector(FusedSelector):
         self._record = read_record(self._dir)
         self._batch_size = batch_size
         self._model: Any = None
+        if settings.cross_encoder_precision not in PRECISIONS:
+            raise ConfigError(
+                f"unknown cross-encoder precision {settings.cross_encoder_precision!r}; "
+                f"known: {', '.join(PRECISIONS)}"
+            )
+        self._precision = ""  # decided on load, by the device
         self._lock = threading.Lock()
 
     @property
@@ -107,21 +133,35 @@ class CrossEncoderSelector(FusedSelector):
         chosen = self._settings.cross_encoder_threshold
         return self._record.threshold if chosen is None else chosen
 
+    @property
+    def precision(self) -> str:
+        """The dtype the model runs in (decided when it loads, by its device)."""
+        self._loaded()
+        return self._precision
+
     def _loaded(self) -> Any:
         with self._lock:
             if self._model is None:
                 from sentence_transformers import CrossEncoder
 
-                self._model = CrossEncoder(
+                model = CrossEncoder(
                     str(self._dir),
                     max_length=self._record.max_length,
                     local_files_only=True,
                 )
+                setting = self._settings.cross_encoder_precision
+                self._precision = serving_precision(setting, model.device.type)
+                if self._precision == "bfloat16":
+                    import torch
+
+                    model.model.to(torch.bfloat16)
+                self._model = model
             return self._model
 
     def probabilities(self, question: str, candidates: Sequence[Candidate]) -> list[float]:
         model = self._loaded()
-        batch = self._batch_size if model.device.type == "cpu" else 64
+        small = model.device.type == "cpu" and self._precision == "float32"
+        batch = self._batch_size if small else WHOLE
         pairs = [pair(question, c) for c in candidates]
         scores = model.predict(
             pairs, batch_size=batch, show_progress_bar=False, convert_to_numpy=True
@@ -132,9 +172,11 @@ class CrossEncoderSelector(FusedSelector):
 __all__ = [
     "FORMAT",
     "INPUT_VERSION",
+    "PRECISIONS",
     "RECORD",
     "CrossEncoderRecord",
     "CrossEncoderSelector",
     "pair",
     "read_record",
+    "serving_precision",
 ]

@@ -50,13 +50,15 @@ class PointwiseSettings:
     fused score a candidate needs to be kept (0 keeps ``k``). ``min_keep``: the fewest kept.
     ``cross_encoder``: the cross-encoder selector's model directory (``tiermem train selector
     --arch cross-encoder``), and ``cross_encoder_threshold`` its cut (0 keeps ``k``; ``None``:
-    the one it was calibrated with)."""
+    the one it was calibrated with), ``cross_encoder_precision`` the dtype it runs in
+    (:func:`~tiermem.slm.roles.cross_encoder.serving_precision`)."""
 
     weight: float = 0.3
     threshold: float = 0.0
     min_keep: int = 1
     cross_encoder: Path | None = None
     cross_encoder_threshold: float | None = 0.0
+    cross_encoder_precision: str = "auto"
 
 
 class FusedSelector:

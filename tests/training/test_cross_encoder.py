@@ -15,7 +15,13 @@ from tiermem.config import EmbedderConfig, SLMConfig, TiermemConfig
 from tiermem.errors import ConfigError
 from tiermem.memory import Memory
 from tiermem.roles.plan import Candidate
-from tiermem.slm.roles.cross_encoder import INPUT_VERSION, RECORD, CrossEncoderSelector, read_record
+from tiermem.slm.roles.cross_encoder import (
+    INPUT_VERSION,
+    RECORD,
+    CrossEncoderSelector,
+    read_record,
+    serving_precision,
+)
 from tiermem.slm.roles.pointwise import PointwiseSettings
 from tiermem.training import TrainingInputError
 from tiermem.training.cross_encoder import (
@@ -150,6 +156,43 @@ def test_a_model_cut_to_fewer_layers_trains_records_and_serves_them(
         CrossEncoderSettings(layers=0).check()
 
 
+def test_it_runs_in_the_precision_asked_and_bfloat16_scores_close_to_float32(trained: Path) -> None:
+    """``cross_encoder_precision``: float32 and bfloat16 are held as asked (``auto`` resolves
+    by the CPU's flags); bfloat16 scores the pool close to float32.
+    An unknown precision is a ``ConfigError`` before anything loads."""
+    import torch
+
+    pool = [
+        _candidate(t, r)
+        for r, t in enumerate(
+            [
+                "I adopted a cat called Tofu.",
+                "Our neighbour keeps bees.",
+                "I play the oboe.",
+                "Tofu sleeps on the piano.",
+            ]
+        )
+    ]
+    scores = {}
+    for precision in ("float32", "bfloat16"):
+        settings = PointwiseSettings(cross_encoder=trained, cross_encoder_precision=precision)
+        selector = CrossEncoderSelector(settings)
+        assert selector.precision == precision
+        dtype = next(selector._loaded().model.parameters()).dtype
+        assert dtype == {"float32": torch.float32, "bfloat16": torch.bfloat16}[precision]
+        scores[precision] = selector.probabilities("What is my cat called?", pool)
+    pairs = zip(scores["float32"], scores["bfloat16"], strict=True)
+    assert max(abs(a - b) for a, b in pairs) < 0.05
+    auto = CrossEncoderSelector(PointwiseSettings(cross_encoder=trained))
+    assert auto.precision == serving_precision("auto", "cpu")
+    with pytest.raises(ConfigError, match="unknown cross-encoder precision"):
+        CrossEncoderSelector(
+            PointwiseSettings(cross_encoder=trained, cross_encoder_precision="fp8")
+        )
+    with pytest.raises(ValueError, match="cross_encoder_precision"):
+        SLMConfig(cross_encoder_precision="fp8")  # type: ignore[arg-type]
+
+
 def test_a_missing_or_stale_model_is_a_clear_error(trained: Path, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no cross-encoder model"):
         read_record(tmp_path / "nowhere")
@@ -196,8 +239,10 @@ def test_bench_selector_runs_it_beside_rank_fusion_on_the_same_pools(
         embedder=HASH,
         variants=("fusion", "cross-encoder"),
         cross_encoder=trained,
+        cross_encoder_precision="bfloat16",
     )
     result = evaluate(config, Console(quiet=True))
+    assert result["precision"] == {"cross-encoder": "bfloat16"}  # what it ran in, reported
     rows = [json.loads(x) for x in (tmp_path / "out" / "rows.jsonl").read_text().splitlines()]
     variants = {r["variant"] for r in rows}
     assert variants == {"fusion", "cross-encoder", "cross-encoder@k"}
@@ -227,6 +272,13 @@ def test_the_cli_trains_it_from_several_datasets(
     missing = ["train", "selector", "--arch", "cross-encoder", "--dataset", "nope.jsonl"]
     assert cli_main(missing) != 0
     assert "nope.jsonl does not exist" in capsys.readouterr().out
+    bench = ["bench", "selector", "--data", str(work["data"]), "--out", str(tmp_path / "b")]
+    bench += ["--variants", "fusion,cross-encoder", "--cross-encoder", str(out), "-k", "2"]
+    assert cli_main([*bench, "--cross-encoder-precision", "bfloat16"]) == 0
+    assert "cross-encoder ran in bfloat16" in capsys.readouterr().out
+    with pytest.raises(SystemExit):  # argparse names the choices
+        cli_main([*bench, "--cross-encoder-precision", "fp8"])
+    assert "choose from 'auto', 'float32', 'bfloat16'" in capsys.readouterr().err
 
 
 @pytest.mark.real_model
