@@ -185,6 +185,10 @@ def test_it_runs_in_the_precision_asked_and_bfloat16_scores_close_to_float32(tra
     assert max(abs(a - b) for a, b in pairs) < 0.05
     auto = CrossEncoderSelector(PointwiseSettings(cross_encoder=trained))
     assert auto.precision == serving_precision("auto", "cpu")
+    from threadpoolctl import threadpool_info
+
+    blas = [pool for pool in threadpool_info() if pool["user_api"] == "blas"]
+    assert all(pool["num_threads"] == 1 for pool in blas)  # none left to spin beside it
     with pytest.raises(ConfigError, match="unknown cross-encoder precision"):
         CrossEncoderSelector(
             PointwiseSettings(cross_encoder=trained, cross_encoder_precision="fp8")
