@@ -175,7 +175,6 @@ def _selector(slm: SLMConfig, runtime: RoleRuntime | None, policy: Policy) -> Se
         slm.cross_encoder,
         slm.cross_encoder_threshold,
         slm.cross_encoder_precision,
-        slm.cross_encoder_scale,
     )
     kind = slm.selector_mode if slm.selector.enabled else FUSION
     return build_selector(kind, runtime, settings)

@@ -415,10 +415,6 @@ class SLMConfig(_Section):
     # The dtype the cross-encoder runs in. ``auto``: bfloat16 on a CPU that computes it in
     # hardware (AVX-512 BF16 or AMX), float32 elsewhere (and on a GPU).
     cross_encoder_precision: Literal["auto", "float32", "bfloat16"] = "auto"
-    # What the cross-encoder's scores are fused as: ``probability``, or ``rank``, each
-    # candidate's place in the model's order of the pool. ``None``: the scale its threshold
-    # was calibrated with (its training record; ``probability`` before 2026-12-06).
-    cross_encoder_scale: Literal["probability", "rank"] | None = None
     merge_threshold: float = Field(default=0.92, gt=0, le=1)
     # A writer's "replaces" is accepted only this close to the entry it would supersede
     # (all-MiniLM-L6-v2: real updates measured 0.66-0.80, unrelated facts 0.26-0.53).

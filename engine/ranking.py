@@ -149,45 +149,6 @@ def fuse_relevance(
     return fused if explain else [f.score for f in fused]
 
 
-SCALES = ("probability", "rank")  # what a relevance model's scores are fused as
-
-
-def rank_scale(values: Sequence[float]) -> list[float]:
-    """Each value's place in the pool's own order, from 0 (the lowest) to 1 (the highest),
-    ties sharing their mean place: a relevance model's order without its confidence. Fused
-    with the first-stage rank, a model whose probabilities crowd together then moves
-    candidates as far as its weight lets any model; an inverted model still cannot push the
-    first-stage top out of the best ``k`` at ``safe_relevance_weight`` (its scores stay in
-    [0, 1]).
-
-    >>> rank_scale([0.2, 0.9, 0.2, 0.5])
-    [0.16666666666666666, 1.0, 0.16666666666666666, 0.6666666666666666]
-    >>> rank_scale([0.4])
-    [1.0]
-    """
-    if len(values) < 2:
-        return [1.0] * len(values)
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    places = [0.0] * len(values)
-    start = 0
-    while start < len(order):
-        end = start
-        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
-            end += 1
-        for i in order[start : end + 1]:
-            places[i] = (start + end) / 2 / (len(values) - 1)
-        start = end + 1
-    return places
-
-
-def scaled(values: Sequence[float], scale: str) -> list[float]:
-    """A relevance model's scores as ``scale`` fuses them: as they are (``probability``), or
-    by their place in the pool (``rank``, :func:`rank_scale`)."""
-    if scale not in SCALES:
-        raise ValueError(f"unknown scale {scale!r}; known: {', '.join(SCALES)}")
-    return rank_scale(values) if scale == "rank" else list(values)
-
-
 def safe_relevance_weight(pool: int, k: int) -> float:
     """The largest weight at which an inverted model cannot push the first-stage top out of
     the best ``k`` of ``pool``: a candidate at rank r outscores the top only if

@@ -12,7 +12,6 @@ from typing import Any
 
 from rich.console import Console
 from tiermem.bench.cli import parse_budgets, parse_names, positive
-from tiermem.ranking import SCALES
 from tiermem.training.cli import parse_count
 
 ROLE_BENCHES = ("selector", "writer")  # the bench suites that need training's evaluation
@@ -52,17 +51,7 @@ def add_role_bench_parsers(suites: Any) -> None:
         default="auto",
         help="auto: bfloat16 on a CPU that computes it in hardware, float32 elsewhere",
     )
-    sel.add_argument(
-        "--cross-encoder-scale",
-        choices=SCALES,
-        help="what its scores are fused as (default: the scale in its training record)",
-    )
     sel.add_argument("--embed-cache", type=Path, metavar="DIR", help="memoise embeddings here")
-    sel.add_argument(
-        "--bursty",
-        action="store_true",
-        help="run --data's bursty variant (every sentence its own message), as bench locomo does",
-    )
     wr = suites.add_parser(
         "writer", help="the writer's facts against LoCoMo's gold observations, base and LoRA"
     )
@@ -131,9 +120,7 @@ def run_role_bench(args: argparse.Namespace, console: Console) -> None:
             variants=parse_names(args.variants, "--variants") or (),
             cross_encoder=args.cross_encoder,
             cross_encoder_precision=args.cross_encoder_precision,
-            cross_encoder_scale=args.cross_encoder_scale,
             embed_cache=args.embed_cache,
-            bursty=args.bursty,
         ),
         console,
     )

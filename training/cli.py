@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from tiermem.ranking import SCALES
 from tiermem.training import TrainingInputError
 from tiermem.training.settings import (
     CONTROLLER_MAX_EXAMPLES,
@@ -103,13 +102,6 @@ def add_train_parser(commands: Any) -> None:
         type=float,
         default=CROSS.weight,
         help="cross-encoder: the rank-fusion weight its threshold is calibrated for",
-    )
-    sel.add_argument(
-        "--scale",
-        choices=SCALES,
-        default=CROSS.scale,
-        help="cross-encoder: what its scores are fused as (rank: their place in the pool); "
-        "recorded with the model, and serving uses it",
     )
     sel.add_argument(
         "--base",
@@ -397,7 +389,6 @@ def _cross_encoder(args: argparse.Namespace, console: Console) -> None:
         max_examples=parse_count(args.max_examples, "--max-examples", CROSS.max_examples),
         seed=args.seed,
         weight=args.weight,
-        scale=args.scale,
         device=args.device,
     )
     settings.check()

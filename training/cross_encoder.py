@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tiermem.ranking import ThresholdChoice, calibrate_threshold, fuse_relevance, scaled
+from tiermem.ranking import ThresholdChoice, calibrate_threshold, fuse_relevance
 from tiermem.slm.roles.cross_encoder import FORMAT, INPUT_VERSION, RECORD
 from tiermem.training import TrainingInputError, train_dependency
 from tiermem.training.dataset import Example, ExampleMeta, read_examples
@@ -170,7 +170,6 @@ def train_cross_encoder(
         "max_length": settings.max_length,
         "layers": layers,
         "threshold": threshold,
-        "scale": settings.scale,
         "calibration": asdict(choice) if choice else None,
         "base": str(base),
         "datasets": [str(p) for p in config.datasets],
@@ -235,8 +234,7 @@ def _calibrate(
     labels: list[bool] = []
     for group in pools(examples):
         predicted = ce.predict([e.pair for e in group], batch_size=64, show_progress_bar=False)
-        probabilities = scaled([float(p) for p in predicted], settings.scale)
-        scores += fuse_relevance(probabilities, settings.weight)
+        scores += fuse_relevance([float(p) for p in predicted], settings.weight)
         labels += [e.meta.label for e in group]
     if not any(labels):
         raise TrainingInputError("the tune datasets hold no relevant candidate to calibrate on")

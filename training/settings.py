@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tiermem.ranking import SCALES
 from tiermem.training import TrainingInputError
 
 DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -75,8 +74,7 @@ class CrossEncoderSettings:
     """A cross-encoder run (``tiermem train selector --arch cross-encoder``): MiniLM's weights
     with a fresh one-logit head, binary cross-entropy on (question, candidate) pairs.
     ``weight``: the rank-fusion weight its threshold is calibrated for (the selector's
-    ``pointwise_weight``), ``scale`` what its scores are fused as there and in serving
-    (:data:`~tiermem.ranking.SCALES`)."""
+    ``pointwise_weight``)."""
 
     learning_rate: float = 5e-5
     epochs: int = 1
@@ -87,7 +85,6 @@ class CrossEncoderSettings:
     max_examples: int | None = None  # a seeded sample; None: all of it
     seed: int = 0
     weight: float = 0.3
-    scale: str = "probability"
     warmup_ratio: float = 0.1
     device: str = "auto"  # auto: cuda when there is one, else cpu
 
@@ -102,8 +99,6 @@ class CrossEncoderSettings:
             raise TrainingInputError("layers must be at least 1")
         if not 0 <= self.weight <= 1:
             raise TrainingInputError("weight must be in [0, 1]")
-        if self.scale not in SCALES:
-            raise TrainingInputError(f"scale must be one of {', '.join(SCALES)}")
 
 
 __all__ = ["DEFAULT_TARGETS", "PRECISIONS", "CrossEncoderSettings", "LoraSettings"]

@@ -4,16 +4,12 @@ together and gives P(relevant), for the whole pool in one call (small batches on
 The model directory comes from ``tiermem train selector --arch cross-encoder``: the weights
 (a sentence-transformers ``CrossEncoder``) and :data:`RECORD`, the training record, which holds
 the input version the model was trained on, the longest input in tokens, and the threshold
-calibrated on the tune split with the scale it was calibrated under. A missing directory, one
-without a record, or one trained on another input version is a ``ConfigError`` naming what
-to do.
+calibrated on the tune split. A missing directory, one without a record, or one trained on
+another input version is a ``ConfigError`` naming what to do.
 
 Probabilities are fused with the first-stage rank exactly as the pointwise selector's are
 (:class:`~tiermem.slm.roles.pointwise.FusedSelector`): the safe weight bound holds, and the
-kept candidates are those reaching the threshold (an adaptive K), at most ``k``. Under the
-``rank`` scale (:func:`~tiermem.ranking.rank_scale`) what is fused is each candidate's place in
-the model's order of the pool, not its probability: a 2-layer model's probabilities crowd
-together, and at the same weight they moved candidates less than its order could.
+kept candidates are those reaching the threshold (an adaptive K), at most ``k``.
 """
 
 from __future__ import annotations
@@ -26,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from tiermem.errors import ConfigError
-from tiermem.ranking import SCALES
 from tiermem.render import render_memory
 from tiermem.roles.plan import Candidate
 from tiermem.slm.cpu import computes_bfloat16
@@ -56,7 +51,6 @@ class CrossEncoderRecord:
     input_version: str
     max_length: int
     threshold: float  # calibrated on the tune split; 0 keeps k
-    scale: str = "probability"  # what its scores were fused as when calibrated (SCALES)
 
 
 def pair(question: str, candidate: Candidate) -> tuple[str, str]:
@@ -111,11 +105,8 @@ def read_record(directory: Path) -> CrossEncoderRecord:
             f"the cross-encoder at {directory} was trained on input {version!r}, this tiermem "
             f"serves {INPUT_VERSION!r}: retrain it ({train})"
         )
-    scale = raw.get("scale", "probability")  # records before 2026-12-06 fused probabilities
-    if scale not in SCALES:
-        raise ConfigError(f"{directory / RECORD} names an unknown scale {scale!r}")
     try:
-        return CrossEncoderRecord(version, int(raw["max_length"]), float(raw["threshold"]), scale)
+        return CrossEncoderRecord(version, int(raw["max_length"]), float(raw["threshold"]))
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"{directory / RECORD} lacks {exc}") from exc
 
@@ -142,11 +133,6 @@ class CrossEncoderSelector(FusedSelector):
                 f"unknown cross-encoder precision {settings.cross_encoder_precision!r}; "
                 f"known: {', '.join(PRECISIONS)}"
             )
-        if settings.cross_encoder_scale not in (None, *SCALES):
-            raise ConfigError(
-                f"unknown cross-encoder scale {settings.cross_encoder_scale!r}; "
-                f"known: {', '.join(SCALES)}"
-            )
         self._precision = ""  # decided on load, by the device
         self._lock = threading.Lock()
 
@@ -158,11 +144,6 @@ class CrossEncoderSelector(FusedSelector):
     def threshold(self) -> float:
         chosen = self._settings.cross_encoder_threshold
         return self._record.threshold if chosen is None else chosen
-
-    @property
-    def scale(self) -> str:
-        """What the scores are fused as: the setting, else the scale it was calibrated with."""
-        return self._settings.cross_encoder_scale or self._record.scale
 
     @property
     def precision(self) -> str:

@@ -12,9 +12,8 @@ a candidate at most ``weight`` away from where rank fusion put it. The kept cand
 whose fused score reaches ``threshold`` (an adaptive K: at least ``min_keep``, at most ``k``);
 ``calibrate_threshold`` sets it from a tune split, and a threshold of 0 keeps ``k``. (An
 inverted model leaves the first-stage top a fused score of ``1 - weight``: a threshold above
-that can cut it, whatever the weight.) Each kept hit's explanation carries ``relevance`` (p,
-or under the cross-encoder's ``rank`` scale its place in the pool) beside its ``selector``
-score (the fused one).
+that can cut it, whatever the weight.) Each kept hit's explanation carries ``relevance`` (p)
+beside its ``selector`` score (the fused one).
 
 Every candidate's scoring is metered under ``relevance`` as one call (a batch's latency shared
 equally): prompt tokens, and the tokens evaluated (the rest came from a cache). Fallback
@@ -31,7 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tiermem.errors import ConfigError, SLMError, SLMTimeout
-from tiermem.ranking import FusedRelevance, fuse_relevance, keep_adaptive, scaled
+from tiermem.ranking import FusedRelevance, fuse_relevance, keep_adaptive
 from tiermem.render import render_memory
 from tiermem.roles.plan import Candidate, Selection
 from tiermem.slm.base import BatchNextTokenScorer, NextTokenScorer, ScoreRequest, TokenScores
@@ -52,9 +51,7 @@ class PointwiseSettings:
     ``cross_encoder``: the cross-encoder selector's model directory (``tiermem train selector
     --arch cross-encoder``), and ``cross_encoder_threshold`` its cut (0 keeps ``k``; ``None``:
     the one it was calibrated with), ``cross_encoder_precision`` the dtype it runs in
-    (:func:`~tiermem.slm.roles.cross_encoder.serving_precision`), ``cross_encoder_scale`` what
-    its scores are fused as (:data:`~tiermem.ranking.SCALES`; ``None``: the scale it was
-    calibrated with)."""
+    (:func:`~tiermem.slm.roles.cross_encoder.serving_precision`)."""
 
     weight: float = 0.3
     threshold: float = 0.0
@@ -62,7 +59,6 @@ class PointwiseSettings:
     cross_encoder: Path | None = None
     cross_encoder_threshold: float | None = 0.0
     cross_encoder_precision: str = "auto"
-    cross_encoder_scale: str | None = None
 
 
 class FusedSelector:
@@ -84,11 +80,6 @@ class FusedSelector:
         """The fused score a candidate needs to be kept (0 keeps ``k``)."""
         return self._settings.threshold
 
-    @property
-    def scale(self) -> str:
-        """What the probabilities are fused as (:func:`~tiermem.ranking.scaled`)."""
-        return "probability"
-
     def probabilities(self, question: str, candidates: Sequence[Candidate]) -> list[float]:
         """P(relevant) per candidate, in first-stage order; raises ``SLMError`` on failure."""
         raise NotImplementedError
@@ -99,7 +90,7 @@ class FusedSelector:
     def score(self, question: str, candidates: Sequence[Candidate]) -> list[FusedRelevance]:
         """Every candidate's fused relevance to ``question``, in first-stage order (what a
         tune split calibrates the threshold on)."""
-        probabilities = scaled(self.probabilities(question, candidates), self.scale)
+        probabilities = self.probabilities(question, candidates)
         return fuse_relevance(probabilities, self._settings.weight, explain=True)
 
     def select(self, queries: Sequence[str], candidates: Sequence[Candidate], k: int) -> Selection:

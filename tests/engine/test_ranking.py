@@ -4,15 +4,7 @@ from __future__ import annotations
 
 import pytest
 from tiermem import Memory
-from tiermem.ranking import (
-    fuse_relevance,
-    keep_adaptive,
-    rank_scale,
-    reciprocal_rank_fusion,
-    safe_relevance_weight,
-    scaled,
-    split_budget,
-)
+from tiermem.ranking import reciprocal_rank_fusion, split_budget
 
 from tests.conftest import chat
 
@@ -55,33 +47,6 @@ def test_split_budget(total: int, weights: list[float], expected: list[int]) -> 
 def test_split_budget_refuses_nonsense() -> None:
     with pytest.raises(ValueError, match="non-negative"):
         split_budget(3, [1, -1])
-
-
-def test_rank_scale_spreads_crowded_scores_and_keeps_their_order() -> None:
-    crowded = [0.61, 0.58, 0.64, 0.58, 0.60]  # a weak model: all within 0.06
-    places = rank_scale(crowded)
-    assert places == [0.75, 0.125, 1.0, 0.125, 0.5]  # the two 0.58s share their mean place
-    assert sorted(range(5), key=lambda i: -places[i]) == sorted(range(5), key=lambda i: -crowded[i])
-    assert scaled(crowded, "probability") == crowded
-    assert rank_scale([]) == []
-    with pytest.raises(ValueError, match="unknown scale"):
-        scaled(crowded, "softmax")
-
-
-@pytest.mark.parametrize(("k", "multiplier"), [(1, 2), (3, 2), (10, 2), (4, 3), (5, 4)])
-def test_under_the_rank_scale_an_inverted_model_still_keeps_the_first_stage_top(
-    k: int, multiplier: int
-) -> None:
-    """The safe weight bound holds for places as it does for probabilities: the model puts the
-    first-stage top last and the rest in any order, and the top stays in the best k."""
-    import random
-
-    pool = k * multiplier
-    for seed in range(20):
-        rest = [random.Random(seed * 100 + i).random() for i in range(pool - 1)]
-        places = rank_scale([-1.0, *rest])  # the top is the model's last
-        fused = fuse_relevance(places, safe_relevance_weight(pool, k))
-        assert 0 in keep_adaptive(fused, k, threshold=0.0)
 
 
 def test_lexical_match_is_found_when_dense_alone_would_miss_it(memory: Memory) -> None:

@@ -14,7 +14,6 @@ from tiermem.cli import main as cli_main
 from tiermem.config import EmbedderConfig, SLMConfig, TiermemConfig
 from tiermem.errors import ConfigError
 from tiermem.memory import Memory
-from tiermem.ranking import rank_scale
 from tiermem.roles.plan import Candidate
 from tiermem.slm.roles.cross_encoder import (
     INPUT_VERSION,
@@ -196,42 +195,6 @@ def test_it_runs_in_the_precision_asked_and_bfloat16_scores_close_to_float32(tra
         )
     with pytest.raises(ValueError, match="cross_encoder_precision"):
         SLMConfig(cross_encoder_precision="fp8")  # type: ignore[arg-type]
-
-
-def test_the_scale_it_was_calibrated_with_travels_with_the_model(
-    work: dict[str, Path], trained: Path, tmp_path: Path
-) -> None:
-    """Trained with ``scale="rank"``, the record says so and serving fuses places in the pool;
-    the setting overrides it; a record from before scales fused probabilities."""
-    ranked = _train(work, tmp_path / "ranked", layers=1, epochs=2, scale="rank")
-    assert json.loads((ranked / RECORD).read_text())["scale"] == "rank"
-    assert read_record(ranked).scale == "rank"
-    assert CrossEncoderSelector(PointwiseSettings(cross_encoder=ranked)).scale == "rank"
-    question = "What is my cat called?"
-    pool = [_candidate(t, r) for r, t in enumerate(["cat Tofu", "bees", "oboe", "piano"])]
-    as_trained = CrossEncoderSelector(PointwiseSettings(cross_encoder=trained))
-    assert as_trained.scale == "probability"
-    probabilities = as_trained.probabilities(question, pool)
-    assert [f.probability for f in as_trained.score(question, pool)] == probabilities
-    override = PointwiseSettings(cross_encoder=trained, cross_encoder_scale="rank")
-    places = [f.probability for f in CrossEncoderSelector(override).score(question, pool)]
-    assert places == rank_scale(probabilities)
-    assert max(places) == 1.0  # spread over [0, 1]: more than the probabilities' spread
-    before = tmp_path / "before"
-    before.mkdir()
-    record = json.loads((trained / RECORD).read_text())
-    del record["scale"]
-    (before / RECORD).write_text(json.dumps(record))
-    assert read_record(before).scale == "probability"
-    (before / RECORD).write_text(json.dumps({**record, "scale": "softmax"}))
-    with pytest.raises(ConfigError, match="unknown scale"):
-        read_record(before)
-    with pytest.raises(ConfigError, match="unknown cross-encoder scale"):
-        CrossEncoderSelector(PointwiseSettings(cross_encoder=ranked, cross_encoder_scale="x"))
-    with pytest.raises(ValueError, match="cross_encoder_scale"):
-        SLMConfig(cross_encoder_scale="x")  # type: ignore[arg-type]
-    with pytest.raises(TrainingInputError, match="scale must be one of"):
-        CrossEncoderSettings(scale="x").check()
 
 
 def test_a_missing_or_stale_model_is_a_clear_error(trained: Path, tmp_path: Path) -> None:
