@@ -52,6 +52,11 @@ def add_role_bench_parsers(suites: Any) -> None:
         help="auto: bfloat16 on a CPU that computes it in hardware, float32 elsewhere",
     )
     sel.add_argument("--embed-cache", type=Path, metavar="DIR", help="memoise embeddings here")
+    sel.add_argument(
+        "--bursty",
+        action="store_true",
+        help="run --data's bursty variant (every sentence its own message), as bench locomo does",
+    )
     wr = suites.add_parser(
         "writer", help="the writer's facts against LoCoMo's gold observations, base and LoRA"
     )
@@ -121,6 +126,7 @@ def run_role_bench(args: argparse.Namespace, console: Console) -> None:
             cross_encoder=args.cross_encoder,
             cross_encoder_precision=args.cross_encoder_precision,
             embed_cache=args.embed_cache,
+            bursty=args.bursty,
         ),
         console,
     )

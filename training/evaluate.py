@@ -38,6 +38,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 from tiermem.bench.datasets import load_dataset
+from tiermem.bench.datasets.bursty import burst
 from tiermem.bench.datasets.conversation import Conversation, Question
 from tiermem.bench.embed_cache import CachedEmbedder
 from tiermem.bench.metrics import evidence_recall
@@ -86,6 +87,7 @@ class SelectorEvalConfig:
     cross_encoder: Path | None = None  # a trained model directory; without it no cross-encoder
     cross_encoder_precision: str = "auto"  # the dtype it runs in (serving_precision)
     embed_cache: Path | None = None  # memoised vectors for the conversations' memories
+    bursty: bool = False  # the file's bursty variant: every sentence its own message
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,7 +333,8 @@ def _p95(values: Sequence[float]) -> float:
 
 
 def _table(summary: dict[str, dict[str, float]], cfg: SelectorEvalConfig) -> Table:
-    table = Table(title=f"Selectors on the {cfg.split} split, k = {cfg.k}")
+    variant = " (bursty variant)" if cfg.bursty else ""
+    table = Table(title=f"Selectors on the {cfg.split} split{variant}, k = {cfg.k}")
     cols = ["variant", "q", "P", "R", "F1", "kept", f"recall@{cfg.k}"]
     cols += [f"recall@{b} (tok)" for b in cfg.budgets]
     cols += ["prompt tok", "evaluated tok", "p50 s", "p95 s", "fallbacks"]
@@ -373,6 +376,8 @@ def run(cfg: SelectorEvalConfig, console: Console) -> dict[str, Any]:
         raise TrainingInputError("questions must be positive (or None for all)")
     names = _variants(cfg)
     samples, _ = load_dataset(cfg.data)
+    if cfg.bursty:  # split by the same positions; evidence becomes every part of a gold turn
+        samples = [burst(s) for s in samples]
     tests = split_samples(samples, cfg.split)
     cfg.out.mkdir(parents=True, exist_ok=True)
     rows_path = cfg.out / "rows.jsonl"

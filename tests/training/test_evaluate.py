@@ -109,6 +109,29 @@ def test_a_calibrated_threshold_keeps_fewer(
     assert fixed["precision"] < 1.0
 
 
+def test_the_bursty_variant_sends_every_sentence_as_a_message(tmp_path: Path) -> None:
+    """``bursty``: the pools hold sentences, and a question's evidence is every part of its
+    gold turn, on the same split as the file."""
+    conversations = [_conversation(i) for i in range(10)]
+    for c in conversations:  # the cat's turn in two sentences, both about the cat
+        session: list[dict[str, str]] = c["conversation"]["session_1"]  # type: ignore[index]
+        session[0]["text"] += " The cat sleeps all day."
+    data = tmp_path / "two-sentences.json"
+    data.write_text(json.dumps(conversations))
+    relevant, recall = {}, {}
+    for bursty in (False, True):
+        out = tmp_path / f"bursty-{bursty}"
+        cfg = _config(tmp_path, data=data, out=out, variants=("fusion",), bursty=bursty, k=4)
+        run(cfg, Console(quiet=True))
+        rows = [json.loads(x) for x in (out / "rows.jsonl").read_text().splitlines()]
+        assert {r["sample_id"] for r in rows} == {"fx-8", "fx-9"}
+        cat = [r for r in rows if r["question_index"] == 0]
+        relevant[bursty] = {r["relevant_in_pool"] for r in cat}
+        recall[bursty] = {r["recall_at"]["400"] for r in cat}
+    assert relevant[False] != relevant[True]  # other memories: one per sentence
+    assert recall == {False: {1.0}, True: {1.0}}  # evidence D1:1 is D1:1.1 and D1:1.2 there
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
