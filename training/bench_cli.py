@@ -12,6 +12,7 @@ from typing import Any
 
 from rich.console import Console
 from tiermem.bench.cli import parse_budgets, parse_names, positive
+from tiermem.slm.roles.cross_encoder import PRECISIONS
 from tiermem.training.cli import parse_count
 
 ROLE_BENCHES = ("selector", "writer")  # the bench suites that need training's evaluation
@@ -47,7 +48,7 @@ def add_role_bench_parsers(suites: Any) -> None:
     )
     sel.add_argument(
         "--cross-encoder-precision",
-        choices=("auto", "float32", "bfloat16"),
+        choices=PRECISIONS,
         default="auto",
         help="auto: bfloat16 on a CPU that computes it in hardware, float32 elsewhere",
     )
