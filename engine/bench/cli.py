@@ -36,6 +36,13 @@ def add_bench_parser(commands: Any) -> Any:
     upd.add_argument("--model", help="also run the writer on this llama.cpp model")
     upd.add_argument("--adapter", type=Path, help="the writer's GGUF LoRA on --model")
     upd.add_argument(
+        "--generator", help="also answer the first users' questions with this llama.cpp model"
+    )
+    upd.add_argument(
+        "--generator-adapter", type=Path, help="and again with this GGUF LoRA on --generator"
+    )
+    upd.add_argument("--answer-users", type=int, default=4, help="users --generator answers")
+    upd.add_argument(
         "--embedder", choices=("sentence-transformers", "hash"), default="sentence-transformers"
     )
     upd.add_argument("--config", type=Path, help="tiermem's configuration (TOML), as in locomo")
@@ -264,6 +271,9 @@ def run_bench(args: argparse.Namespace, console: Console) -> None:
                 EmbedderConfig(provider=args.embedder),
                 load_config(args.config, {}) if args.config else TiermemConfig(),
                 args.adapter,
+                args.generator,
+                args.generator_adapter,
+                positive(args.answer_users, "--answer-users"),
             ),
             console,
         )

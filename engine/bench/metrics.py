@@ -62,7 +62,8 @@ def multi_answer_f1(prediction: str, truth: str) -> float:
     return sum(max(token_f1(p, t) for p in predictions) for t in truths) / len(truths)
 
 
-ABSTENTIONS = ("no information available", "not mentioned")
+# LoCoMo's own abstentions, and tiermem's (``tiermem.generator.NOTHING_IN_MEMORY``)
+ABSTENTIONS = ("no information available", "not mentioned", "memory holds nothing")
 
 
 def answer_f1(prediction: str, truth: str, category: str) -> float:

@@ -38,6 +38,7 @@ from rich.console import Console
 from rich.table import Table
 from tiermem.bench.datasets.conversation import Conversation, Question
 from tiermem.bench.systems import BM25, NaiveRAG, System, Tiermem
+from tiermem.bench.update_answers import AnswerTally, answer_sample, generator_config, print_answers
 from tiermem.bench.update_scenarios import FAMILIES, Update, update_scenarios
 from tiermem.config import EmbedderConfig, LlamaCppConfig, RoleConfig, TiermemConfig
 from tiermem.embedding import Embedder, build_embedder
@@ -60,6 +61,11 @@ class UpdatesConfig:
     embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
     tiermem: TiermemConfig = field(default_factory=TiermemConfig)  # its [delivery], [slm], ...
     adapter: Path | None = None  # the writer's GGUF LoRA on ``model``
+    # answers through a model generator (llama.cpp alias or GGUF) on the first
+    # ``answer_users`` scenarios, and again with ``generator_adapter`` (a GGUF LoRA) on it
+    generator: str | None = None
+    generator_adapter: Path | None = None
+    answer_users: int = 4
 
 
 @dataclass
@@ -153,7 +159,7 @@ class Supersedes:
         }
 
 
-def _absent_questions(conv: Conversation) -> list[str]:
+def absent_questions(conv: Conversation) -> list[str]:
     """Questions about facts this user never mentioned (the families their scenario left
     out), for ``answer()`` to decline."""
     said = " ".join(t.text for s in conv.sessions for t in s.turns)
@@ -201,7 +207,7 @@ def run_updates(cfg: UpdatesConfig, console: Console) -> dict[str, Any]:
                 memory = system.memory
                 supersedes[path].score(memory, conv.sample_id, labels[conv.sample_id])
                 counts = refusals[path]
-                for question in _absent_questions(conv):
+                for question in absent_questions(conv):
                     counts[0] += memory.answer(question, conv.sample_id).text == NOTHING_IN_MEMORY
                     counts[1] += 1
                 for q in conv.questions:
@@ -210,6 +216,7 @@ def run_updates(cfg: UpdatesConfig, console: Console) -> dict[str, Any]:
                     counts[2] += answered.text == NOTHING_IN_MEMORY
                     counts[3] += 1
             system.close()
+    generated = _answers(cfg, convs, embedder) if cfg.generator else {}
     result: dict[str, Any] = {
         "scenarios": {"users": cfg.users, "seed": cfg.seed, "questions": _counts(convs)},
         "curve": {p: {str(b): t.row() for b, t in by.items()} for p, by in tallies.items()},
@@ -224,10 +231,27 @@ def run_updates(cfg: UpdatesConfig, console: Console) -> dict[str, Any]:
             p: {"refused": 100.0 * c[0] / max(c[1], 1), "refused_wrongly": 100.0 * c[2] / c[3]}
             for p, c in refusals.items()
         },
+        "generated": {name: t.row() for name, t in generated.items()},
+        "stale_answers": {name: t.examples for name, t in generated.items()},
     }
     (cfg.out / "updates.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     _print(result, cfg, console)
     return result
+
+
+def _answers(
+    cfg: UpdatesConfig, convs: Sequence[Conversation], embedder: Embedder
+) -> dict[str, AnswerTally]:
+    """The model generator's answers (and its LoRA's) on the first ``answer_users`` users."""
+    assert cfg.generator is not None
+    generators = {cfg.generator: generator_config(cfg.generator, None)}
+    if cfg.generator_adapter is not None:
+        name = f"{cfg.generator}+{cfg.generator_adapter.stem}"
+        generators[name] = generator_config(cfg.generator, cfg.generator_adapter)
+    chosen = list(convs[: cfg.answer_users])
+    absent = [absent_questions(conv) for conv in chosen]
+    base = cfg.tiermem.model_copy(update={"embedder": cfg.embedder})
+    return answer_sample(chosen, absent, base, generators, cfg.out / "state" / "answers", embedder)
 
 
 def _system(path: str, cfg: UpdatesConfig, embedder: Embedder) -> System:
@@ -278,6 +302,11 @@ def _print(result: dict[str, Any], cfg: UpdatesConfig, console: Console) -> None
             f"{path}: answer() says memory holds nothing for {r['refused']:.1f} % of questions "
             f"about what was never said, and for {r['refused_wrongly']:.1f} % of answerable ones"
         )
+    if result["generated"]:
+        print_answers(result["generated"], cfg.answer_users, console)
+        for name, stale in result["stale_answers"].items():
+            for line in stale[:3]:
+                console.print(f"  {name}, stale: {line}", highlight=False)
     for path, r in result["supersede"].items():
         if not result["supersedes_applied"]:
             console.print(
