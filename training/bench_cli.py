@@ -1,4 +1,4 @@
-"""``tiermem bench selector`` and ``tiermem bench writer``: a role's variants compared on
+"""``tiermem bench selector``, ``writer`` and ``generator``: a role's variants compared on
 held-out data. They need training's evaluation, so they are registered on the bench suites'
 subparsers from here (``add_bench_parser`` builds those). Only argparse and paths are imported
 at module level: the CLI's parser is built on every ``tiermem`` call.
@@ -15,7 +15,8 @@ from tiermem.bench.cli import parse_budgets, parse_names, positive
 from tiermem.slm.roles.cross_encoder import PRECISIONS
 from tiermem.training.cli import parse_count
 
-ROLE_BENCHES = ("selector", "writer")  # the bench suites that need training's evaluation
+# the bench suites that need training's evaluation
+ROLE_BENCHES = ("selector", "writer", "generator")
 
 
 def add_role_bench_parsers(suites: Any) -> None:
@@ -75,6 +76,20 @@ def add_role_bench_parsers(suites: Any) -> None:
         help="bench updates' users whose changes score the supersedes (0: none)",
     )
 
+    gen = suites.add_parser(
+        "generator", help="answer()'s model generator, base and LoRA, on held-out questions"
+    )
+    _role_bench_arguments(gen, "answers.jsonl, generator.json", "the lora variant")
+    gen.add_argument(
+        "--split", default="test", help="by position %% 10: train (0-6), tune (7) or test (8-9)"
+    )
+    gen.add_argument("--questions", help="a seeded sample per conversation, or 'all' (default)")
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument(
+        "--embedder", choices=("sentence-transformers", "hash"), default="sentence-transformers"
+    )
+    gen.add_argument("--embed-cache", type=Path, metavar="DIR", help="memoise embeddings here")
+
 
 def _role_bench_arguments(bench: Any, out: str, adapted: str) -> None:
     """What a role's bench reads and writes: a data file, a folder, a base and its LoRA."""
@@ -84,8 +99,31 @@ def _role_bench_arguments(bench: Any, out: str, adapted: str) -> None:
     bench.add_argument("--adapter", type=Path, help=f"a GGUF LoRA on --model ({adapted})")
 
 
+def _inputs(args: argparse.Namespace) -> dict[str, Any]:
+    """What every role bench reads and writes (``_role_bench_arguments``)."""
+    return {"data": args.data, "out": args.out, "model": args.model, "adapter": args.adapter}
+
+
 def run_role_bench(args: argparse.Namespace, console: Console) -> None:
-    """``tiermem bench selector`` or ``writer``: a role's variants on the same inputs."""
+    """``tiermem bench selector``, ``writer`` or ``generator``: a role's variants on the
+    same inputs."""
+    if args.suite == "generator":
+        from tiermem.config import EmbedderConfig
+        from tiermem.training.generator_eval import GeneratorEvalConfig
+        from tiermem.training.generator_eval import run as evaluate_generator
+
+        evaluate_generator(
+            GeneratorEvalConfig(
+                **_inputs(args),
+                split=args.split,
+                questions=parse_count(args.questions, "--questions", None),
+                seed=args.seed,
+                embedder=EmbedderConfig(provider=args.embedder),
+                embed_cache=args.embed_cache,
+            ),
+            console,
+        )
+        return
     if args.suite == "writer":
         from tiermem.training.writer_eval import WriterEvalConfig
         from tiermem.training.writer_eval import run as evaluate_writer
@@ -95,10 +133,7 @@ def run_role_bench(args: argparse.Namespace, console: Console) -> None:
             variants = tuple(v for v in variants if v != "lora")
         evaluate_writer(
             WriterEvalConfig(
-                data=args.data,
-                out=args.out,
-                model=args.model,
-                adapter=args.adapter,
+                **_inputs(args),
                 splits=parse_names(args.split, "--split") or (),
                 windows=parse_count(args.windows, "--windows", None),
                 seed=args.seed,
@@ -113,10 +148,7 @@ def run_role_bench(args: argparse.Namespace, console: Console) -> None:
 
     evaluate_selectors(
         SelectorEvalConfig(
-            data=args.data,
-            out=args.out,
-            model=args.model,
-            adapter=args.adapter,
+            **_inputs(args),
             split=args.split,
             k=positive(args.k, "-k"),
             questions=args.questions and positive(args.questions, "--questions"),

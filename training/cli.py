@@ -1,6 +1,7 @@
 """``tiermem train``: ``dataset`` (a role's examples of one split: ``--role selector``,
-``controller`` or ``writer``), ``selector`` (LoRA, then the GGUF LoRA and an Ollama Modelfile;
-or the cross-encoder), ``controller`` and ``writer`` (LoRA, the same flags and export) and
+``controller``, ``writer`` or ``generator``), ``selector`` (LoRA, then the GGUF LoRA and an
+Ollama Modelfile; or the cross-encoder), ``controller``, ``writer`` and ``generator`` (LoRA,
+the same flags and export) and
 ``converters`` (unpack llama.cpp's converters; ``make install`` runs it so that exporting works
 offline). ``tiermem bench selector`` and ``writer`` live in :mod:`tiermem.training.bench_cli`.
 
@@ -17,6 +18,7 @@ from rich.console import Console
 from tiermem.training import TrainingInputError
 from tiermem.training.settings import (
     CONTROLLER_MAX_EXAMPLES,
+    GENERATOR_MAX_EXAMPLES,
     WRITER_MAX_EXAMPLES,
     CrossEncoderSettings,
     LoraSettings,
@@ -24,10 +26,14 @@ from tiermem.training.settings import (
 
 DEFAULTS = LoraSettings()
 CROSS = CrossEncoderSettings()
-GENERATING = ("controller", "writer")  # the roles that write their answer
+GENERATING = ("controller", "writer", "generator")  # the roles that write their answer
 # a generating role's default sample: a whole prompt runs forward and backward for each
 # (training/settings.py says what a run costs on a 2-core CPU)
-ROLE_MAX_EXAMPLES = {"controller": CONTROLLER_MAX_EXAMPLES, "writer": WRITER_MAX_EXAMPLES}
+ROLE_MAX_EXAMPLES = {
+    "controller": CONTROLLER_MAX_EXAMPLES,
+    "writer": WRITER_MAX_EXAMPLES,
+    "generator": GENERATOR_MAX_EXAMPLES,
+}
 
 
 def add_train_parser(commands: Any) -> None:
@@ -37,11 +43,12 @@ def add_train_parser(commands: Any) -> None:
     ds = sub.add_parser("dataset", help="a split's examples of one role as JSONL")
     ds.add_argument(
         "--role",
-        choices=("selector", "controller", "writer"),
+        choices=("selector", *GENERATING),
         default="selector",
         help="selector: (question, candidate) pairs from the read path's pools; controller: "
         "(question, memory-shaped rewrite) from the gold evidence; writer: (window of turns, "
-        "the gold observations in it), plus update examples",
+        "the gold observations in it), plus update examples; generator: (what answer() hands "
+        "its model, the gold answer), plus update scenarios",
     )
     ds.add_argument(
         "--data",
@@ -219,6 +226,9 @@ def run_train(args: argparse.Namespace, console: Console) -> int:
 
 
 def _dataset(args: argparse.Namespace, console: Console) -> None:
+    if args.role == "generator":
+        _generator_dataset(args, console)
+        return
     if args.role != "selector":
         from tiermem.training.roles import write_role_dataset
 
@@ -238,6 +248,28 @@ def _dataset(args: argparse.Namespace, console: Console) -> None:
         return
     args.data = args.data[0]
     _selector_dataset(args, console)
+
+
+def _generator_dataset(args: argparse.Namespace, console: Console) -> None:
+    from tiermem.config import EmbedderConfig
+    from tiermem.training.generator_data import GeneratorDataConfig, write_generator_dataset
+
+    embedder = EmbedderConfig(provider=args.embedder) if args.embedder else EmbedderConfig()
+    config = GeneratorDataConfig(embedder, args.embed_cache)
+    with _progress(console) as progress:
+        task = progress.add_task("conversations", total=None)
+
+        def started(sample_id: str) -> None:
+            progress.update(task, advance=1, description=sample_id)
+
+        stats = write_generator_dataset(args.data, args.split, args.out, config, started)
+    console.print(
+        f"{args.out}: {stats.examples} generator examples ({stats.update_examples} from update "
+        f"scenarios, {stats.refusals} taught to refuse) from {stats.conversations} "
+        f"conversations and {stats.questions} questions; {stats.no_evidence} left out with no "
+        f"evidence in their context, {stats.leaks_dropped} dropped for holding held-out text",
+        highlight=False,
+    )
 
 
 def _selector_datasets(args: argparse.Namespace, console: Console) -> None:
@@ -315,11 +347,12 @@ def _selector(args: argparse.Namespace, console: Console) -> None:
 
 
 def _generating(role: str, args: argparse.Namespace, console: Console) -> None:
-    from tiermem.slm.prompts import controller, writer
+    from tiermem.slm.prompts import controller, generator, writer
     from tiermem.training.generation import default_out, train_role
     from tiermem.training.lora import TrainConfig
 
-    version = {"controller": controller.VERSION, "writer": writer.VERSION}[role]
+    versions = {"controller": controller, "writer": writer, "generator": generator}
+    version = versions[role].VERSION
     base = args.base or "qwen0.5b"
     out = args.out or default_out(role, base, version)
     config = TrainConfig(_dataset_file(args), base, out, _settings(args), args.resume)

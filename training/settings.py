@@ -36,6 +36,9 @@ WRITER_MAX_EXAMPLES = 240
 # native bfloat16), so all 1,117 of LoCoMo's and LongMemEval-S dev's train split would take
 # over five hours there, and 240 over an hour.
 CONTROLLER_MAX_EXAMPLES = 150
+# The answer generator's: its examples are ~600 tokens (the answer prompt, five delivered
+# memories under their dates, a short answer).
+GENERATOR_MAX_EXAMPLES = 300
 
 
 @dataclass(frozen=True, slots=True)

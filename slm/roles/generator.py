@@ -18,6 +18,22 @@ from tiermem.slm.roles.common import Role, RoleRuntime
 from tiermem.types import Turn
 
 
+def generator_input(
+    query: str, stm: Sequence[Turn], context: DeliveredContext, stm_turns: int = 4
+) -> prompt.GeneratorInput:
+    """What the model generator reads: the question, the last ``stm_turns`` turns, the
+    delivered context's lines (date headers, then that day's turns) and today's date (the
+    last turn's; ``unknown`` without one). The generator's training set renders its
+    examples through this too (:mod:`tiermem.training.generator_data`)."""
+    today = stm[-1].timestamp.date().isoformat() if stm else "unknown"
+    return prompt.GeneratorInput(
+        question=query,
+        recent_turns=[f"{t.speaker}: {t.content}" for t in stm[-stm_turns:]],
+        memories=context.lines,
+        today=today,
+    )
+
+
 class SLMGenerator(Role):
     name = "slm-generator"
 
@@ -28,13 +44,7 @@ class SLMGenerator(Role):
     def generate(self, query: str, stm: Sequence[Turn], context: DeliveredContext) -> str:
         if not context.text:  # nothing to ground an answer on: no call, no invention
             return NOTHING_IN_MEMORY
-        today = stm[-1].timestamp.date().isoformat() if stm else "unknown"
-        inp = prompt.GeneratorInput(
-            question=query,
-            recent_turns=[f"{t.speaker}: {t.content}" for t in stm[-self._stm_turns :]],
-            memories=context.lines,  # date headers, then that day's turns
-            today=today,
-        )
+        inp = generator_input(query, stm, context, self._stm_turns)
         try:
             output = self._rt.call(prompt.SPEC, prompt.build_messages(inp))
         except SLMError as exc:
