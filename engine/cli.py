@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from tiermem.bench.cli import add_bench_parser, run_bench
 from tiermem.config import TiermemConfig
-from tiermem.errors import TiermemError
+from tiermem.errors import InvalidInputError, TiermemError
 from tiermem.service.commands import add_service_parsers, run_service_command
 from tiermem.training.bench_cli import ROLE_BENCHES, add_role_bench_parsers, run_role_bench
 from tiermem.training.cli import add_train_parser, run_train
@@ -40,6 +40,11 @@ def _parser() -> argparse.ArgumentParser:
         "--no-slm",
         action="store_true",
         help="model-free roles: plain query, fused order, verbatim turns",
+    )
+    demo.add_argument(
+        "--generator-adapter",
+        type=Path,
+        help="the answer generator's GGUF LoRA on --model (from `tiermem train generator`)",
     )
 
     add_role_bench_parsers(add_bench_parser(commands))
@@ -128,7 +133,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             from tiermem.bench.demo import main as demo_main
 
-            demo_main(args.data_dir, args.embedder, None if args.no_slm else args.model, console)
+            if args.no_slm and args.generator_adapter:
+                raise InvalidInputError("--generator-adapter needs a model: drop --no-slm")
+            model = None if args.no_slm else args.model
+            demo_main(args.data_dir, args.embedder, model, console, args.generator_adapter)
         elif args.command == "bench" and args.suite in ROLE_BENCHES:
             run_role_bench(args, console)
         elif args.command == "bench":

@@ -10,9 +10,10 @@
 # under the same name (a first bring-up before training; the pointwise fusion bounds what a
 # weak model can do to the first-stage order, see slm.pointwise_weight).
 #
-# The writer and the controller are optional: where writer.gguf (controller.gguf) sits beside
-# Modelfile.writer (Modelfile.controller), tiermem-writer (tiermem-controller) is created from
-# it on the same base; where it does not, that role is left as tiermem.toml configures it.
+# The writer, the controller and the answer generator are optional: where writer.gguf
+# (controller.gguf, generator.gguf) sits beside Modelfile.writer (.controller, .generator),
+# tiermem-writer (-controller, -generator) is created from it on the same base; where it does
+# not, that role is left as tiermem.toml configures it.
 set -eu
 
 DIR=${MODELS_DIR:-/models} # where compose mounts deploy/ollama
@@ -46,7 +47,7 @@ else
     exit 1
 fi
 
-for ROLE in writer controller; do
+for ROLE in writer controller generator; do
     if [ -f "$DIR/$ROLE.gguf" ]; then
         echo "ollama-init: creating tiermem-$ROLE from $DIR/Modelfile.$ROLE"
         ollama create "tiermem-$ROLE" -f "$DIR/Modelfile.$ROLE"

@@ -70,27 +70,41 @@ def _show_answer(memory: Memory, user_id: str, question: str, console: Console) 
             )
 
 
-def demo_config(data_dir: Path, embedder: str, model: str | None) -> TiermemConfig:
+def demo_config(
+    data_dir: Path, embedder: str, model: str | None, generator_adapter: Path | None = None
+) -> TiermemConfig:
     """The embedded default under ``data_dir``; the SLM roles on ``model`` (an alias or a
-    GGUF path) in-process, or model-free when ``model`` is ``None``."""
+    GGUF path) in-process, or model-free when ``model`` is ``None``. ``generator_adapter``:
+    the answer generator's GGUF LoRA on ``model`` (``tiermem train generator``)."""
     config = TiermemConfig.for_data_dir(data_dir)
     slm = SLMConfig(backend=LlamaCppConfig(model=model)) if model else SLMConfig()
+    tuned = LlamaCppConfig(model=model, lora_path=generator_adapter) if model else None
+    backend = tuned if generator_adapter else None  # None: the SLM roles' backend
+    generator = GeneratorConfig(
+        kind="model" if model else "extractive", backend=backend, max_memories=3
+    )
     return config.model_copy(
         update={
             "embedder": config.embedder.model_copy(update={"provider": embedder}),
             "slm": slm,
-            "generator": GeneratorConfig(kind="model" if model else "extractive", max_memories=3),
+            "generator": generator,
         }
     )
 
 
-def main(data_dir: Path | None, embedder: str, model: str | None, console: Console) -> None:
+def main(
+    data_dir: Path | None,
+    embedder: str,
+    model: str | None,
+    console: Console,
+    generator_adapter: Path | None = None,
+) -> None:
     """Run the demo in ``data_dir``, or in a temporary directory removed afterwards."""
     if data_dir is not None:
-        run_demo(demo_config(data_dir, embedder, model), console)
+        run_demo(demo_config(data_dir, embedder, model, generator_adapter), console)
         return
     temp = Path(tempfile.mkdtemp(prefix="tiermem-demo-"))
     try:
-        run_demo(demo_config(temp, embedder, model), console)
+        run_demo(demo_config(temp, embedder, model, generator_adapter), console)
     finally:
         shutil.rmtree(temp, ignore_errors=True)

@@ -336,7 +336,7 @@ def run_init(
     optional roles whose adapter (``writer.gguf``, ``controller.gguf``) is there."""
     models = tmp_path / "models"
     models.mkdir()
-    for served in ("selector", "writer", "controller"):
+    for served in ("selector", "writer", "controller", "generator"):
         name = f"Modelfile.{served}"
         (models / name).write_text((DEPLOY / "ollama" / name).read_text())
     if adapter:
@@ -376,12 +376,13 @@ def test_init_creates_the_adapter_model(tmp_path: Path) -> None:
 def test_init_creates_a_trained_writer_or_controller_only_where_its_adapter_is(
     tmp_path: Path,
 ) -> None:
-    code, calls = run_init(tmp_path, adapter=True, base_only="0", roles=("writer",))
+    code, calls = run_init(tmp_path, adapter=True, base_only="0", roles=("writer", "generator"))
     assert code == 0
     assert f"create tiermem-writer -f {tmp_path}/models/Modelfile.writer" in calls
     assert "  ADAPTER ./writer.gguf" in calls
+    assert f"create tiermem-generator -f {tmp_path}/models/Modelfile.generator" in calls
     assert not any(c.startswith("create tiermem-controller") for c in calls)
-    for role in ("writer", "controller"):  # the Modelfile the export writes, on the same base
+    for role in ("writer", "controller", "generator"):  # the export's Modelfile, same base
         served = (DEPLOY / "ollama" / f"Modelfile.{role}").read_text()
         assert served.endswith(modelfile(OLLAMA_BASE, f"./{role}.gguf", role))
         assert f"{role}.gguf" in (DEPLOY / "ollama" / ".gitignore").read_text().split()
