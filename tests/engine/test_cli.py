@@ -167,3 +167,19 @@ def test_a_data_file_that_is_missing_or_not_locomo_is_one_line(
         out = capsys.readouterr().out
         assert message in out
         assert len(out.strip().splitlines()) == 1
+
+
+def test_demo_serves_the_generators_adapter_on_the_model_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tiermem.bench.demo import demo_config
+    from tiermem.config import LlamaCppConfig
+
+    adapter = tmp_path / "generator.gguf"
+    config = demo_config(tmp_path, "hash", "qwen0.5b", adapter)
+    assert config.generator.kind == "model"
+    assert config.generator.backend == LlamaCppConfig(model="qwen0.5b", lora_path=adapter)
+    assert demo_config(tmp_path, "hash", "qwen0.5b").generator.backend is None  # the roles'
+    code = main(["demo", "--no-slm", "--generator-adapter", str(adapter)])
+    assert code == 2
+    assert "--generator-adapter needs a model" in capsys.readouterr().out
