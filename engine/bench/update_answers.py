@@ -7,7 +7,8 @@ again with that GGUF LoRA on it, in the same run, on the same memories). An answ
 value when the value (its leading article dropped) occurs in it as whole words, any case.
 Reported per generator:
 
-- ``new``: update questions whose answer names the current value;
+- ``new``: update questions whose answer names the current value (also by family,
+  ``new/<family>``, and ``new/correction`` for a corrected plan);
 - ``stale``: update questions whose answer names the old value and not the current one (a
   corrected plan has no old value asked about, so it counts only towards ``new``);
 - ``before``: questions about the earlier value answered with it;
@@ -34,6 +35,7 @@ from rich.console import Console
 from rich.table import Table
 from tiermem.bench.datasets.conversation import Conversation
 from tiermem.bench.systems import Tiermem
+from tiermem.bench.update_scenarios import FAMILIES
 from tiermem.config import GeneratorConfig, LlamaCppConfig, TiermemConfig
 from tiermem.embedding import Embedder
 from tiermem.generator import NOTHING_IN_MEMORY
@@ -84,6 +86,8 @@ def score(tally: AnswerTally, conv: Conversation, text: str, question_index: int
         old = before.get(q.evidence[:1])
         new = names(text, q.answer)
         tally.count("new", new)
+        family = next((f.name for f in FAMILIES if f.current == q.question), "correction")
+        tally.count(f"new/{family}", new)  # a tuned generator learned some families only
         if old is not None:
             stale = names(text, old) and not new
             tally.count("stale", stale)
@@ -170,6 +174,13 @@ def print_answers(result: dict[str, Any], users: int, console: Console) -> None:
             f"{r['p50_s']:.1f}",
         )
     console.print(table)
+    for name, r in result.items():
+        parts = [
+            f"{key[4:]} {r[key]:.0f} % of {r[key + '_asked']:.0f}"
+            for key in sorted(r)
+            if key.startswith("new/") and not key.endswith("_asked")
+        ]
+        console.print(f"{name}: the new value, by family: " + ", ".join(parts), highlight=False)
 
 
 __all__ = [

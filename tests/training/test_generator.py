@@ -15,7 +15,7 @@ import pytest
 from rich.console import Console
 from tiermem.bench.datasets import load_dataset
 from tiermem.bench.systems import Tiermem
-from tiermem.bench.update_answers import answer_sample
+from tiermem.bench.update_answers import answer_sample, print_answers
 from tiermem.bench.update_scenarios import scenarios
 from tiermem.bench.updates import absent_questions
 from tiermem.cli import main
@@ -224,3 +224,10 @@ def test_bench_updates_counts_new_stale_and_refused_answers(
     assert fresh["stale"] == 0.0
     assert fresh["new"] > 50.0
     assert fresh["refused"] == stale["refused"] == 100.0
+    families = [k for k in fresh if k.startswith("new/") and not k.endswith("_asked")]
+    assert sum(fresh[f"{k}_asked"] for k in families) == fresh["new_asked"]
+    console = Console(width=160, record=True)
+    print_answers({"old": stale, "new": fresh}, 1, console)
+    shown = console.export_text()
+    assert "new: the new value, by family: " in shown
+    assert f"{fresh['stale']:.1f}" in shown
