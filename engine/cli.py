@@ -132,9 +132,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "demo":
             from tiermem.bench.demo import main as demo_main
+            from tiermem.bench.update_answers import check_adapter
 
             if args.no_slm and args.generator_adapter:
                 raise InvalidInputError("--generator-adapter needs a model: drop --no-slm")
+            check_adapter(args.generator_adapter)
             model = None if args.no_slm else args.model
             demo_main(args.data_dir, args.embedder, model, console, args.generator_adapter)
         elif args.command == "bench" and args.suite in ROLE_BENCHES:

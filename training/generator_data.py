@@ -9,8 +9,9 @@ statements ``answer()`` offers. The prompt is rendered as the model generator se
 (:func:`tiermem.slm.roles.generator.generator_input`, then
 :func:`tiermem.slm.prompts.generator.build_messages`), and the target is the schema's JSON:
 
-- a question with evidence whose context holds an evidence turn: the data set's answer. One
-  whose context holds none is left out: its answer is not in what the model reads, and
+- a question with evidence whose context holds an evidence turn (for LongMemEval's
+  ``knowledge-update`` questions, the last one: the newest statement): the data set's answer.
+  One whose context holds none is left out: its answer is not in what the model reads, and
   teaching it would teach invention;
 - an adversarial question (LoCoMo's category 5: it asks about what was never said, most
   often something the *other* speaker did): ``NOTHING_IN_MEMORY``;
@@ -59,6 +60,7 @@ from tiermem.types import Turn
 GENERATOR_FAMILIES = WRITER_FAMILIES  # the scenario families it learns; the rest stay unseen
 GENERATOR_UPDATE_USERS = 96
 NO_ANSWER_TYPES = ("single-session-preference",)  # question types whose answer is a rubric
+UPDATE_TYPE = "knowledge-update"  # LongMemEval's: evidence is the old statement, then the new
 CORRECTION = "correction"
 
 
@@ -146,7 +148,12 @@ def conversation_examples(
         adversarial = question.category == ADVERSARIAL
         if not adversarial and not (question.evidence and question.answer.strip()):
             continue
-        if not adversarial and not set(question.evidence) & set(ctx.source_turns):
+        held = set(ctx.source_turns)
+        # a changed fact's answer is its newest statement: that one must be there
+        needed = (
+            question.evidence[-1:] if question.question_type == UPDATE_TYPE else question.evidence
+        )
+        if not adversarial and not set(needed) & held:
             stats.no_evidence += 1
             continue
         answer = NOTHING_IN_MEMORY if adversarial else question.answer.strip()

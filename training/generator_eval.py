@@ -13,6 +13,8 @@ and question group (``question_type``, else category), reported:
   "; it was ... before" keeps it, where F1 drops);
 - ``refused``: answered ``NOTHING_IN_MEMORY`` (right for adversarial questions, wrong for
   the rest);
+- ``fell back``: model calls that failed and fell back to the extractive answer (which
+  quotes the whole context), each scored a miss;
 - p50 seconds a question.
 
 Rows go to ``OUT/answers.jsonl``, the summary to ``OUT/generator.json``.
@@ -33,7 +35,7 @@ from tiermem.bench.datasets import load_dataset
 from tiermem.bench.datasets.conversation import ADVERSARIAL, Question
 from tiermem.bench.embed_cache import CachedEmbedder
 from tiermem.bench.metrics import answer_f1, normalize_answer
-from tiermem.bench.update_answers import ask, generator_config
+from tiermem.bench.update_answers import ask, check_adapter, generator_config
 from tiermem.config import EmbedderConfig, GeneratorConfig, TiermemConfig
 from tiermem.embedding import Embedder, build_embedder
 from tiermem.generator import NOTHING_IN_MEMORY
@@ -93,6 +95,7 @@ def run(
     variants: dict[str, GeneratorConfig] | None = None,
 ) -> dict[str, Any]:
     """Every variant (default: :func:`variants_of`) on the split's questions; the summary."""
+    check_adapter(cfg.adapter)
     samples, _quirks = load_dataset(cfg.data)
     chosen = split_samples(samples, cfg.split)
     variants = variants or variants_of(cfg)
@@ -111,13 +114,14 @@ def run(
         for _, s in chosen
     }
     try:
-        for name, generator in variants.items():
+        for number, (name, generator) in enumerate(variants.items()):
             config = TiermemConfig(embedder=cfg.embedder, generator=generator)
             for _, sample in chosen:
                 picked = asked[sample.sample_id]
-                state = cfg.out / "state" / name
+                state = cfg.out / "state" / f"g{number}"  # a model may be an absolute path
                 answered = ask(sample, [q.question for _, q in picked], config, state, embedder)
-                for (index, q), (text, seconds) in zip(picked, answered, strict=True):
+                for (index, q), got in zip(picked, answered, strict=True):
+                    text = "" if got.fell_back else got.text  # the extractive quote: a miss
                     rows.append(
                         {
                             "variant": name,
@@ -130,7 +134,8 @@ def run(
                             "f1": answer_f1(text, q.answer, q.category),
                             "gold_in": q.category != ADVERSARIAL and gold_in(text, q.answer),
                             "refused": text.strip() == NOTHING_IN_MEMORY,
-                            "seconds": seconds,
+                            "fell_back": got.fell_back,
+                            "seconds": got.seconds,
                         }
                     )
     finally:
@@ -161,6 +166,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 "f1": 100 * statistics.fmean(r["f1"] for r in rs),
                 "gold_in": 100 * statistics.fmean(r["gold_in"] for r in rs),
                 "refused": 100 * statistics.fmean(r["refused"] for r in rs),
+                "fell_back": 100 * statistics.fmean(r["fell_back"] for r in rs),
                 "p50_s": statistics.median(r["seconds"] for r in rs),
             }
             for g, rs in groups.items()
@@ -171,7 +177,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _print(summary: dict[str, Any], cfg: GeneratorEvalConfig, console: Console) -> None:
     table = Table(title=f"answer() with a model generator: {cfg.data.name}, {cfg.split} split")
-    for col in ("variant", "group", "n", "F1", "gold in", "refused", "p50 s"):
+    for col in ("variant", "group", "n", "F1", "gold in", "refused", "fell back", "p50 s"):
         table.add_column(col, justify="left" if col in ("variant", "group") else "right")
     for variant, groups in summary.items():
         for group, r in groups.items():
@@ -182,6 +188,7 @@ def _print(summary: dict[str, Any], cfg: GeneratorEvalConfig, console: Console) 
                 f"{r['f1']:.1f}",
                 f"{r['gold_in']:.1f}",
                 f"{r['refused']:.1f}",
+                f"{r['fell_back']:.1f}",
                 f"{r['p50_s']:.1f}",
             )
     console.print(table)

@@ -7,14 +7,18 @@ again with that GGUF LoRA on it, in the same run, on the same memories). An answ
 value when the value (its leading article dropped) occurs in it as whole words, any case.
 Reported per generator:
 
-- ``new``: update questions whose answer names the current value (also by family,
-  ``new/<family>``, and ``new/correction`` for a corrected plan);
-- ``stale``: update questions whose answer names the old value and not the current one (a
-  corrected plan has no old value asked about, so it counts only towards ``new``);
+- ``new``: update questions whose answer gives the current value: names it, before the old
+  one where it names both (also by family, ``new/<family>``, and ``new/correction`` for a
+  corrected plan);
+- ``stale``: update questions whose answer gives the old value: names it, and not the
+  current one before it (a corrected plan has no old value asked about, so it counts only
+  towards ``new``);
 - ``before``: questions about the earlier value answered with it;
 - ``unchanged``: facts only a look-alike touched, answered with their value;
-- ``refused``: questions about facts the user never mentioned answered ``NOTHING_IN_MEMORY``,
-  and ``refused wrongly``, answerable ones answered so.
+- ``refused``: questions about facts the user never mentioned answered ``NOTHING_IN_MEMORY``
+  (also by family, ``refused/<family>``), and ``refused wrongly``, answerable ones answered so;
+- ``fell back``: calls that failed (a timeout, output cut at the token budget) and fell back
+  to the extractive answer, which quotes the whole context: each is scored a miss, never new.
 
 >>> names("It is 9 April; it was 3 March before.", "9 April"), names("9 April", "19 April")
 (True, False)
@@ -25,6 +29,8 @@ Reported per generator:
 from __future__ import annotations
 
 import re
+import shutil
+import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,22 +39,45 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from tiermem.bench import BenchInputError
 from tiermem.bench.datasets.conversation import Conversation
 from tiermem.bench.systems import Tiermem
 from tiermem.bench.update_scenarios import FAMILIES
 from tiermem.config import GeneratorConfig, LlamaCppConfig, TiermemConfig
 from tiermem.embedding import Embedder
+from tiermem.errors import InvalidInputError
 from tiermem.generator import NOTHING_IN_MEMORY
 
 _ARTICLE = re.compile(r"^(a|an|the)\s+", re.IGNORECASE)
 
 
-def names(answer: str, value: str) -> bool:
-    """Whether ``answer`` holds ``value`` (its leading article dropped) as whole words."""
+def where(answer: str, value: str) -> int | None:
+    """Where ``value`` (its leading article dropped) first occurs in ``answer`` as whole
+    words, any case; ``None`` if it does not."""
     core = _ARTICLE.sub("", value.strip())
     if not core:
-        return False
-    return re.search(rf"(?<!\w){re.escape(core)}(?!\w)", answer, re.IGNORECASE) is not None
+        return None
+    found = re.search(rf"(?<!\w){re.escape(core)}(?!\w)", answer, re.IGNORECASE)
+    return found.start() if found else None
+
+
+def names(answer: str, value: str) -> bool:
+    """Whether ``answer`` holds ``value`` (its leading article dropped) as whole words."""
+    return where(answer, value) is not None
+
+
+def answers_with(answer: str, new: str, old: str | None) -> bool:
+    """Whether ``answer`` gives ``new`` as the value: it names it, before ``old`` where it
+    names both ("Cork; it was Graz before" gives Cork).
+
+    >>> answers_with("Graz; it was Cork before.", "Graz", "Cork")
+    True
+    >>> answers_with("Cork; it was Graz before.", "Graz", "Cork")
+    False
+    """
+    at_new = where(answer, new)
+    at_old = where(answer, old) if old else None
+    return at_new is not None and (at_old is None or at_new < at_old)
 
 
 @dataclass
@@ -67,29 +96,43 @@ class AnswerTally:
     def row(self) -> dict[str, float]:
         out = {k: 100.0 * h / n if n else float("nan") for k, (h, n) in self.counts.items()}
         out.update({f"{k}_asked": float(n) for k, (_, n) in self.counts.items()})
-        ordered = sorted(self.seconds)
-        out["p50_s"] = ordered[len(ordered) // 2] if ordered else float("nan")
+        out["p50_s"] = statistics.median(self.seconds) if self.seconds else float("nan")
         return out
 
 
-def score(tally: AnswerTally, conv: Conversation, text: str, question_index: int | None) -> None:
-    """Count one answer: to the conversation's question at ``question_index``, or to a
-    question about a fact never mentioned (``None``)."""
+def _family(question: str) -> str:
+    return next((f.name for f in FAMILIES if f.current == question), "correction")
+
+
+def score(
+    tally: AnswerTally,
+    conv: Conversation,
+    asked: tuple[str, int | None],
+    text: str,
+    fell_back: bool = False,
+) -> None:
+    """Count one answer to ``asked``: (question, its index in the conversation), or (a
+    question about a fact never mentioned, ``None``). An answer that fell back to the
+    extractive one is a miss."""
+    question, index = asked
+    tally.count("fell_back", fell_back)
+    if fell_back:
+        text = ""
     refused = text.strip() == NOTHING_IN_MEMORY
-    if question_index is None:
+    if index is None:
         tally.count("refused", refused)
+        tally.count(f"refused/{_family(question)}", refused)
         return
-    q = conv.questions[question_index]
+    q = conv.questions[index]
     tally.count("refused_wrongly", refused)
     if q.group == "update":
         before = {b.evidence: b.answer for b in conv.questions if b.group == "before"}
         old = before.get(q.evidence[:1])
-        new = names(text, q.answer)
+        new = answers_with(text, q.answer, old)
         tally.count("new", new)
-        family = next((f.name for f in FAMILIES if f.current == q.question), "correction")
-        tally.count(f"new/{family}", new)  # a tuned generator learned some families only
+        tally.count(f"new/{_family(q.question)}", new)  # a tuned generator learned some only
         if old is not None:
-            stale = names(text, old) and not new
+            stale = answers_with(text, old, q.answer)
             tally.count("stale", stale)
             if stale and len(tally.examples) < 8:
                 tally.examples.append(f"{q.question} -> {text!r} (now {q.answer}, was {old})")
@@ -97,8 +140,26 @@ def score(tally: AnswerTally, conv: Conversation, text: str, question_index: int
         tally.count(q.group, names(text, q.answer))
 
 
-def generator_config(model: str, adapter: Path | None) -> GeneratorConfig:
-    return GeneratorConfig(kind="model", backend=LlamaCppConfig(model=model, lora_path=adapter))
+def generator_config(
+    model: str, adapter: Path | None, base: GeneratorConfig | None = None
+) -> GeneratorConfig:
+    """``base`` (its memories, support floor, timeout) answering on ``model`` in-process,
+    with the GGUF LoRA ``adapter`` if given."""
+    backend = LlamaCppConfig(model=model, lora_path=adapter)
+    return (base or GeneratorConfig()).model_copy(update={"kind": "model", "backend": backend})
+
+
+def check_adapter(adapter: Path | None) -> None:
+    """A named adapter must be a file, said before any ingestion."""
+    if adapter is not None and not adapter.expanduser().is_file():
+        raise InvalidInputError(f"the generator's adapter {adapter} is not a file")
+
+
+@dataclass(frozen=True, slots=True)
+class Answered:
+    text: str
+    seconds: float
+    fell_back: bool  # the model call failed: the text is the extractive answer
 
 
 def ask(
@@ -107,19 +168,24 @@ def ask(
     config: TiermemConfig,
     state: Path,
     embedder: Embedder | None,
-) -> list[tuple[str, float]]:
-    """``conv`` ingested under ``config`` (its generator answers), then each question asked
-    through ``answer()``: the text and the seconds it took."""
+) -> list[Answered]:
+    """``conv`` ingested under ``config`` (its generator answers) in a fresh ``state``, then
+    each question asked through ``answer()``."""
+    shutil.rmtree(state / conv.sample_id, ignore_errors=True)  # the same memories every run
     system = Tiermem(config, state, 10, embedder)
     out = []
     try:
         system.build(conv)
         memory = system.memory
-        assert memory is not None
+        if memory is None:
+            raise BenchInputError(f"{conv.sample_id}: no memory was built")
+        meter = memory.components.meter
         for question in questions:
+            fallbacks = meter.totals()["fallbacks"]
             started = time.perf_counter()
             text = memory.answer(question, conv.sample_id).text
-            out.append((text, time.perf_counter() - started))
+            seconds = time.perf_counter() - started
+            out.append(Answered(text, seconds, meter.totals()["fallbacks"] > fallbacks))
     finally:
         system.close()
     return out
@@ -136,17 +202,18 @@ def answer_sample(
     """Every question of ``convs`` (and their never-mentioned ones, ``absent``) answered by
     each generator, on memories ingested once per conversation and generator."""
     tallies = {name: AnswerTally() for name in generators}
-    for name, generator in generators.items():
+    for number, (name, generator) in enumerate(generators.items()):
         config = base.model_copy(update={"generator": generator})
         for conv, never in zip(convs, absent, strict=True):
             asks: list[tuple[str, int | None]] = [
                 (q.question, i) for i, q in enumerate(conv.questions)
             ]
             asks += [(question, None) for question in never]
-            answered = ask(conv, [q for q, _ in asks], config, state / name, embedder)
-            for (_, index), (text, seconds) in zip(asks, answered, strict=True):
-                tallies[name].seconds.append(seconds)
-                score(tallies[name], conv, text, index)
+            # a folder by number: a model may be named by an absolute GGUF path
+            answered = ask(conv, [q for q, _ in asks], config, state / f"g{number}", embedder)
+            for asked, got in zip(asks, answered, strict=True):
+                tallies[name].seconds.append(got.seconds)
+                score(tallies[name], conv, asked, got.text, got.fell_back)
     return tallies
 
 
@@ -160,6 +227,7 @@ def print_answers(result: dict[str, Any], users: int, console: Console) -> None:
         "unchanged",
         "refused",
         "refused wrongly",
+        "fell back",
         "p50 s",
     )
     for col in cols:
@@ -169,24 +237,36 @@ def print_answers(result: dict[str, Any], users: int, console: Console) -> None:
             name,
             *(
                 f"{r.get(k, float('nan')):.1f}"
-                for k in ("new", "stale", "before", "unchanged", "refused", "refused_wrongly")
+                for k in (
+                    "new",
+                    "stale",
+                    "before",
+                    "unchanged",
+                    "refused",
+                    "refused_wrongly",
+                    "fell_back",
+                )
             ),
             f"{r['p50_s']:.1f}",
         )
     console.print(table)
     for name, r in result.items():
-        parts = [
-            f"{key[4:]} {r[key]:.0f} % of {r[key + '_asked']:.0f}"
-            for key in sorted(r)
-            if key.startswith("new/") and not key.endswith("_asked")
-        ]
-        console.print(f"{name}: the new value, by family: " + ", ".join(parts), highlight=False)
+        for what, prefix in (("the new value", "new/"), ("refused", "refused/")):
+            parts = [
+                f"{key[len(prefix) :]} {r[key]:.0f} % of {r[key + '_asked']:.0f}"
+                for key in sorted(r)
+                if key.startswith(prefix) and not key.endswith("_asked")
+            ]
+            console.print(f"{name}: {what}, by family: " + ", ".join(parts), highlight=False)
 
 
 __all__ = [
     "AnswerTally",
+    "Answered",
     "answer_sample",
+    "answers_with",
     "ask",
+    "check_adapter",
     "generator_config",
     "names",
     "print_answers",

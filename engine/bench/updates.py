@@ -38,10 +38,17 @@ from rich.console import Console
 from rich.table import Table
 from tiermem.bench.datasets.conversation import Conversation, Question
 from tiermem.bench.systems import BM25, NaiveRAG, System, Tiermem
-from tiermem.bench.update_answers import AnswerTally, answer_sample, generator_config, print_answers
+from tiermem.bench.update_answers import (
+    AnswerTally,
+    answer_sample,
+    check_adapter,
+    generator_config,
+    print_answers,
+)
 from tiermem.bench.update_scenarios import FAMILIES, Update, update_scenarios
 from tiermem.config import EmbedderConfig, LlamaCppConfig, RoleConfig, TiermemConfig
 from tiermem.embedding import Embedder, build_embedder
+from tiermem.errors import InvalidInputError
 from tiermem.generator import NOTHING_IN_MEMORY
 from tiermem.memory import Memory
 from tiermem.types import SearchFilters
@@ -185,6 +192,7 @@ def _tiermem_config(cfg: UpdatesConfig, path: str) -> TiermemConfig:
 
 def run_updates(cfg: UpdatesConfig, console: Console) -> dict[str, Any]:
     """Every path on every scenario; the figures, also written to ``OUT/updates.json``."""
+    check_answers(cfg)
     convs, labels = update_scenarios(cfg.seed, cfg.users)
     embedder = build_embedder(cfg.embedder)
     paths = [TIERMEM, LATER, *([WRITER] if cfg.model else []), "naive-rag", "bm25"]
@@ -239,15 +247,27 @@ def run_updates(cfg: UpdatesConfig, console: Console) -> dict[str, Any]:
     return result
 
 
+def check_answers(cfg: UpdatesConfig) -> None:
+    """The generator's options make sense together, said before any ingestion."""
+    if cfg.generator_adapter is not None and cfg.generator is None:
+        raise InvalidInputError("--generator-adapter is a LoRA on --generator: name the model")
+    if cfg.generator is not None and not 1 <= cfg.answer_users <= cfg.users:
+        raise InvalidInputError(
+            f"--answer-users takes 1 to --users ({cfg.users}), got {cfg.answer_users}"
+        )
+    check_adapter(cfg.generator_adapter)
+
+
 def _answers(
     cfg: UpdatesConfig, convs: Sequence[Conversation], embedder: Embedder
 ) -> dict[str, AnswerTally]:
     """The model generator's answers (and its LoRA's) on the first ``answer_users`` users."""
     assert cfg.generator is not None
-    generators = {cfg.generator: generator_config(cfg.generator, None)}
+    own = cfg.tiermem.generator  # its memories, support floor and timeout
+    generators = {cfg.generator: generator_config(cfg.generator, None, own)}
     if cfg.generator_adapter is not None:
         name = f"{cfg.generator}+{cfg.generator_adapter.stem}"
-        generators[name] = generator_config(cfg.generator, cfg.generator_adapter)
+        generators[name] = generator_config(cfg.generator, cfg.generator_adapter, own)
     chosen = list(convs[: cfg.answer_users])
     absent = [absent_questions(conv) for conv in chosen]
     base = cfg.tiermem.model_copy(update={"embedder": cfg.embedder})

@@ -21,6 +21,7 @@ from tiermem.bench.updates import absent_questions
 from tiermem.cli import main
 from tiermem.config import BackendConfig, EmbedderConfig, GeneratorConfig, TiermemConfig
 from tiermem.embedding import build_embedder
+from tiermem.errors import SLMTimeout
 from tiermem.generator import NOTHING_IN_MEMORY
 from tiermem.slm.prompts import generator
 from tiermem.training.generation import train_role
@@ -231,3 +232,18 @@ def test_bench_updates_counts_new_stale_and_refused_answers(
     shown = console.export_text()
     assert "new: the new value, by family: " in shown
     assert f"{fresh['stale']:.1f}" in shown
+
+
+def test_an_answer_that_fell_back_is_a_miss_not_the_new_value(
+    tmp_path: Path, scripted_models: ScriptedModels
+) -> None:
+    """A failed call falls back to the extractive answer, which quotes the whole context
+    (old and new values): counted as fallen back, never as the new value."""
+    conv = scenarios(7, 1)[0].conversation
+    scripted_models.serve("down", SLMTimeout("generator", "no answer within 1 s"))
+    down = GeneratorConfig(kind="model", backend=BackendConfig(kind=KIND, model="down"))
+    base = TiermemConfig(embedder=EmbedderConfig(provider="hash"))
+    embedder = build_embedder(base.embedder)
+    row = answer_sample([conv], [[]], base, {"down": down}, tmp_path, embedder)["down"].row()
+    assert row["fell_back"] > 50.0
+    assert row["new"] == row["stale"] == 0.0
