@@ -128,6 +128,14 @@ def asked(
         system.close()
 
 
+def taught(question: Question) -> bool:
+    """Adversarial, or with evidence and an answer, and not of :data:`NO_ANSWER_TYPES`: the
+    questions the set teaches and ``bench generator`` asks."""
+    if question.question_type in NO_ANSWER_TYPES:
+        return False
+    return question.category == ADVERSARIAL or bool(question.evidence and question.answer.strip())
+
+
 def conversation_examples(
     position: int,
     sample: Conversation,
@@ -143,11 +151,9 @@ def conversation_examples(
     contexts = asked(sample, config, state, embedder, [q.question for q in questions])
     for index, (question, ctx) in enumerate(zip(questions, contexts, strict=True)):
         stats.questions += 1
-        if ctx is None or question.question_type in NO_ANSWER_TYPES:
+        if ctx is None or not taught(question):
             continue
         adversarial = question.category == ADVERSARIAL
-        if not adversarial and not (question.evidence and question.answer.strip()):
-            continue
         held = set(ctx.source_turns)
         # a changed fact's answer is its newest statement: that one must be there
         needed = (
@@ -280,5 +286,6 @@ __all__ = [
     "GeneratorDataConfig",
     "GeneratorDataStats",
     "scenario_questions",
+    "taught",
     "write_generator_dataset",
 ]

@@ -40,7 +40,7 @@ from tiermem.config import EmbedderConfig, GeneratorConfig, TiermemConfig
 from tiermem.embedding import Embedder, build_embedder
 from tiermem.generator import NOTHING_IN_MEMORY
 from tiermem.training.dataset import split_samples
-from tiermem.training.generator_data import NO_ANSWER_TYPES
+from tiermem.training.generator_data import taught
 
 
 @dataclass(frozen=True)
@@ -64,13 +64,6 @@ def gold_in(answer: str, gold: str) -> bool:
     """
     words = set(normalize_answer(answer).split())
     return all(w in words for w in normalize_answer(gold).split())
-
-
-def _asked(q: Question) -> bool:
-    """Answerable with evidence and a real answer, or adversarial."""
-    if q.question_type in NO_ANSWER_TYPES:
-        return False
-    return q.category == ADVERSARIAL or bool(q.evidence and q.answer.strip())
 
 
 def _sample(
@@ -107,7 +100,7 @@ def run(
     rng = random.Random(cfg.seed)
     asked = {
         s.sample_id: _sample(
-            [(i, q) for i, q in enumerate(s.questions) if _asked(q)],
+            [(i, q) for i, q in enumerate(s.questions) if taught(q)],
             cfg.questions,
             rng,
         )
