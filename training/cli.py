@@ -74,6 +74,12 @@ def add_train_parser(commands: Any) -> None:
     )
     ds.add_argument("--embedder", choices=("sentence-transformers", "hash"), default=None)
     ds.add_argument("--embed-cache", type=Path, metavar="DIR", help="memoise embeddings here")
+    ds.add_argument(
+        "--adversarial-refusals",
+        action="store_true",
+        help="generator: also teach LoCoMo's adversarial questions as refusals (off: taught, "
+        "they made it refuse answerable questions)",
+    )
     sel = sub.add_parser(
         "selector",
         help="LoRA-tune the pointwise selector (GGUF export), or train the cross-encoder",
@@ -255,7 +261,9 @@ def _generator_dataset(args: argparse.Namespace, console: Console) -> None:
     from tiermem.training.generator_data import GeneratorDataConfig, write_generator_dataset
 
     embedder = EmbedderConfig(provider=args.embedder) if args.embedder else EmbedderConfig()
-    config = GeneratorDataConfig(embedder, args.embed_cache)
+    config = GeneratorDataConfig(
+        embedder, args.embed_cache, adversarial_refusals=args.adversarial_refusals
+    )
     with _progress(console) as progress:
         task = progress.add_task("conversations", total=None)
 
@@ -267,7 +275,9 @@ def _generator_dataset(args: argparse.Namespace, console: Console) -> None:
         f"{args.out}: {stats.examples} generator examples ({stats.update_examples} from update "
         f"scenarios, {stats.refusals} taught to refuse) from {stats.conversations} "
         f"conversations and {stats.questions} questions; {stats.no_evidence} left out with no "
-        f"evidence in their context, {stats.leaks_dropped} dropped for holding held-out text",
+        f"evidence in their context, {stats.adversarial_left_out} adversarial left out "
+        f"(--adversarial-refusals teaches them), {stats.leaks_dropped} dropped for holding "
+        "held-out text",
         highlight=False,
     )
 

@@ -14,7 +14,10 @@ statements ``answer()`` offers. The prompt is rendered as the model generator se
   One whose context holds none is left out: its answer is not in what the model reads, and
   teaching it would teach invention;
 - an adversarial question (LoCoMo's category 5: it asks about what was never said, most
-  often something the *other* speaker did): ``NOTHING_IN_MEMORY``;
+  often something the *other* speaker did): ``NOTHING_IN_MEMORY``, only with
+  ``adversarial_refusals``. Off by default: their contexts are about the question's subject,
+  and a LoRA taught them (312 of 1,635 examples) refused a third of LoCoMo's answerable test
+  questions and 23 % of ``bench updates``' (README, "Generator training");
 - a question whose context is empty (``answer()`` refuses it without asking the model): no
   example, as no call is made;
 - LongMemEval's ``single-session-preference`` questions: none, as their "answer" describes
@@ -82,6 +85,7 @@ class GeneratorDataConfig:
     embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
     embed_cache: Path | None = None
     update_users: int = GENERATOR_UPDATE_USERS
+    adversarial_refusals: bool = False  # teach LoCoMo's adversarial questions as refusals
 
 
 @dataclass
@@ -90,6 +94,7 @@ class GeneratorDataStats:
     questions: int = 0
     examples: int = 0
     refusals: int = 0  # examples whose target is NOTHING_IN_MEMORY
+    adversarial_left_out: int = 0  # without ``adversarial_refusals``
     no_evidence: int = 0  # answerable questions left out: no evidence turn in the context
     leaks_dropped: int = 0
     update_examples: int = 0
@@ -130,7 +135,8 @@ def asked(
 
 def taught(question: Question) -> bool:
     """Adversarial, or with evidence and an answer, and not of :data:`NO_ANSWER_TYPES`: the
-    questions the set teaches and ``bench generator`` asks."""
+    questions ``bench generator`` asks, and the set teaches (adversarial ones only with
+    ``adversarial_refusals``)."""
     if question.question_type in NO_ANSWER_TYPES:
         return False
     return question.category == ADVERSARIAL or bool(question.evidence and question.answer.strip())
@@ -154,6 +160,9 @@ def conversation_examples(
         if ctx is None or not taught(question):
             continue
         adversarial = question.category == ADVERSARIAL
+        if adversarial and not config.adversarial_refusals:
+            stats.adversarial_left_out += 1
+            continue
         held = set(ctx.source_turns)
         # a changed fact's answer is its newest statement: that one must be there
         needed = (

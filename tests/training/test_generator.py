@@ -1,8 +1,9 @@
 """The answer generator's training set and its LoRA: each example is the prompt the served
 generator sends for that question (what ``answer()`` hands it), the target the data set's
-answer where the context holds the evidence, a refusal for adversarial and never-mentioned
-questions, the new and the old value for a changed fact; and a tiny model trained, exported
-to a GGUF LoRA and served through llama.cpp, which it changes as it changes peft."""
+answer where the context holds the evidence, a refusal for never-mentioned facts (and for
+adversarial questions where asked), the new and the old value for a changed fact; and a
+tiny model trained, exported to a GGUF LoRA and served through llama.cpp, which it changes
+as it changes peft."""
 
 from __future__ import annotations
 
@@ -68,16 +69,25 @@ def test_targets_are_the_gold_answer_or_a_refusal(data: Path, tmp_path: Path) ->
     answers = _answers(tmp_path / "train.jsonl")
     assert answers["What is the name of Ana's cat (number 0)?"] == "Tofu"
     assert answers["Which instrument does Ben play in the orchestra (number 3)?"] == "oboe"
-    # adversarial: it asks about what was never said (Ben has no dog)
-    assert answers["What is Ben's dog called (number 0)?"] == NOTHING_IN_MEMORY
+    # adversarial: it asks about what was never said (Ben has no dog); not taught by default
+    assert "What is Ben's dog called (number 0)?" not in answers
+    assert stats.adversarial_left_out >= 7
     assert not any("number 7" in q for q in answers)  # the tune conversation stays out
     assert stats.update_examples > 0
-    assert stats.refusals >= 7
     examples = read_role_examples(tmp_path / "train.jsonl")
     assert {e.meta.role for e in examples} == {"generator"}
     assert {e.meta.prompt_version for e in examples} == {generator.VERSION}
     tune = write_generator_dataset([data], "tune", tmp_path / "tune.jsonl", HASH)
     assert (tune.conversations, tune.update_examples) == (1, 0)  # scenarios: train only
+
+
+def test_adversarial_refusals_are_taught_when_asked(data: Path, tmp_path: Path) -> None:
+    asked = replace(HASH, adversarial_refusals=True)
+    stats = write_generator_dataset([data], "train", tmp_path / "train.jsonl", asked)
+    answers = _answers(tmp_path / "train.jsonl")
+    assert answers["What is Ben's dog called (number 0)?"] == NOTHING_IN_MEMORY
+    assert stats.adversarial_left_out == 0
+    assert stats.refusals >= 7
 
 
 def test_an_example_is_the_prompt_the_served_generator_sends(
@@ -161,7 +171,9 @@ def test_the_cli_builds_the_generators_dataset(
     code = main(["train", "dataset", "--role", "generator", "--data", str(data), "--split",
                  "tune", "--out", str(out), "--embedder", "hash"])  # fmt: skip
     assert code == 0, capsys.readouterr().out
-    assert "generator examples (0 from update scenarios" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "generator examples (0 from update scenarios" in printed
+    assert "adversarial left out" in printed
     assert {e.meta.sample_id for e in read_role_examples(out)} == {"fx-7"}
 
 
