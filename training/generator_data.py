@@ -133,7 +133,7 @@ def asked(
         system.close()
 
 
-def taught(question: Question) -> bool:
+def in_scope(question: Question) -> bool:
     """Adversarial, or with evidence and an answer, and not of :data:`NO_ANSWER_TYPES`: the
     questions ``bench generator`` asks, and the set teaches (adversarial ones only with
     ``adversarial_refusals``)."""
@@ -157,7 +157,7 @@ def conversation_examples(
     contexts = asked(sample, config, state, embedder, [q.question for q in questions])
     for index, (question, ctx) in enumerate(zip(questions, contexts, strict=True)):
         stats.questions += 1
-        if ctx is None or not taught(question):
+        if ctx is None or not in_scope(question):
             continue
         adversarial = question.category == ADVERSARIAL
         if adversarial and not config.adversarial_refusals:
@@ -294,7 +294,7 @@ __all__ = [
     "ContextRecorder",
     "GeneratorDataConfig",
     "GeneratorDataStats",
+    "in_scope",
     "scenario_questions",
-    "taught",
     "write_generator_dataset",
 ]

@@ -40,7 +40,7 @@ from tiermem.config import EmbedderConfig, GeneratorConfig, TiermemConfig
 from tiermem.embedding import Embedder, build_embedder
 from tiermem.generator import NOTHING_IN_MEMORY
 from tiermem.training.dataset import split_samples
-from tiermem.training.generator_data import taught
+from tiermem.training.generator_data import in_scope
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ def run(
     rng = random.Random(cfg.seed)
     asked = {
         s.sample_id: _sample(
-            [(i, q) for i, q in enumerate(s.questions) if taught(q)],
+            [(i, q) for i, q in enumerate(s.questions) if in_scope(q)],
             cfg.questions,
             rng,
         )
