@@ -1,0 +1,61 @@
+"""The MTM stores' configurations, and ``MTM``, their union discriminated on ``kind``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Discriminator, Field, Tag, model_validator
+from tiermem.config.section import Section
+
+
+class MTMConfig(Section):
+    """Per-user episodic memory: what every store kind has. ``kind`` picks the store (a
+    ``tiermem.stores.factory.STORES`` entry): ``qdrant`` (``QdrantConfig``, the default; where
+    it lives is its ``location``) or ``reference`` (``ReferenceStoreConfig``, the exact
+    in-memory oracle, for tests and baselines). ``MTM`` is their union, on ``kind``."""
+
+    kind: str
+    collection_prefix: str = Field(default="tiermem_mtm_", pattern=r"^[a-z][a-z0-9_]{0,31}$")
+    capacity: int = Field(default=10_000, gt=0)
+
+
+class QdrantConfig(MTMConfig):
+    """Qdrant through qdrant-client. ``location``: ``path`` (embedded, on disk under the data
+    directory, the default), ``memory`` (in process, gone on close) or ``url`` (a server)."""
+
+    kind: Literal["qdrant"] = "qdrant"
+    location: Literal["path", "memory", "url"] = "path"
+    path: Path | None = None
+    url: str | None = None
+    api_key: str | None = None
+    timeout_s: float = Field(default=10.0, gt=0)
+
+    @model_validator(mode="after")
+    def _location_has_its_address(self) -> QdrantConfig:
+        if self.location == "path" and self.path is None:
+            raise ValueError("mtm.location='path' needs mtm.path")
+        if self.location == "url" and not self.url:
+            raise ValueError("mtm.location='url' needs mtm.url")
+        return self
+
+
+class ReferenceStoreConfig(MTMConfig):
+    """The exact in-memory store that the congruence tests hold Qdrant to."""
+
+    kind: Literal["reference"] = "reference"
+
+
+def _mtm_tag(data: Any) -> str | None:
+    kind = data.get("kind", "qdrant") if isinstance(data, dict) else getattr(data, "kind", None)
+    return kind if isinstance(kind, str) else None
+
+
+MTM = Annotated[
+    Annotated[QdrantConfig, Tag("qdrant")] | Annotated[ReferenceStoreConfig, Tag("reference")],
+    Discriminator(_mtm_tag),
+]
+"""An MTM store's configuration, by ``kind`` (a missing kind is ``qdrant``)."""
+
+
+__all__ = ["MTM", "MTMConfig", "QdrantConfig", "ReferenceStoreConfig"]
