@@ -4,6 +4,8 @@ synchronous methods and on their async twins, over a model-free memory (hash emb
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from datetime import timedelta
 from typing import Any, TypedDict
 
@@ -307,3 +309,21 @@ def test_a_langgraph_graph_uses_it_as_its_store(memory: Memory) -> None:
     out = app.invoke({"user": "alice", "fact": "Alice keeps bees on the roof", "recalled": []})
     assert out["recalled"] == ["Alice keeps bees on the roof"]
     assert store.list_namespaces(prefix=("alice",)) == [("alice", "memories")]
+
+
+def test_without_the_extra_the_import_names_it() -> None:
+    # A process where langgraph cannot be imported: the store's module says which extra to
+    # install, as a ConfigError, before its mapping module (which assumes langgraph) loads.
+    probe = (
+        "import sys; sys.modules['langgraph'] = None\n"
+        "from tiermem.errors import ConfigError\n"
+        "try:\n"
+        "    import tiermem.integrations.langgraph\n"
+        "except ConfigError as exc:\n"
+        "    print('refused:', exc)\n"
+        "print('mapping loaded:', 'tiermem.integrations.langgraph_mapping' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert "refused: " in done.stdout
+    assert "pip install 'tiermem[langgraph]'" in done.stdout
+    assert "mapping loaded: False" in done.stdout
