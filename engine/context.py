@@ -127,10 +127,6 @@ class _Layout:
         self.total = 0
         self._gap = counter.count(GAP)
 
-    def knows(self, turn_ids: Sequence[str]) -> bool:
-        """Whether every one of ``turn_ids`` is a turn it can deliver."""
-        return all(t in self._turns for t in turn_ids)
-
     def line_cost(self, turn: ContextTurn) -> int:
         if turn.turn_id not in self._line_cost:
             self._line_cost[turn.turn_id] = self._counter.count(turn.line)
@@ -209,56 +205,26 @@ def pack(
     missing from ``turns`` is passed over too, and so is one whose new turns only repeat turns
     already delivered (the same words, said again). Turns already delivered cost nothing
     again."""
-    return pack_stages([(units, budget_tokens)], turns, counter)
-
-
-def pack_stages(
-    stages: Sequence[tuple[Iterable[Unit], int]],
-    turns: Mapping[str, ContextTurn],
-    counter: TokenCounter | None = None,
-) -> DeliveredContext:
-    """``pack`` in stages, each ``(units, budget)`` filling what the stages before it left
-    up to its own budget; the last budget is the context's. With growing budgets, each
-    ordered for its own budget, a context holds what the smaller budgets deliver.
-
-    >>> from datetime import UTC, datetime
-    >>> at = datetime(2024, 6, 3, tzinfo=UTC)
-    >>> said = [("a", "I moved to Oslo."), ("b", "We talked about trains, " * 6)]
-    >>> turns = {i: ContextTurn(i, "s", n, "A", w, at) for n, (i, w) in enumerate(said)}
-    >>> small, large = [Unit(("a",), 1.0)], [Unit(("b",), 1.0), Unit(("a",), 0.5)]
-    >>> pack(small, turns, 22).turn_ids, pack(large, turns, 44).turn_ids
-    (('a',), ('b',))
-    >>> pack_stages([(small, 22), (large, 44)], turns).turn_ids
-    ('a',)
-    """
     counter = counter or ApproxTokenCounter()
     layout = _Layout(turns, counter)
     repeats = _Repeats(turns)
-    budget_tokens = 0
-    for units, budget_tokens in stages:
-        for unit in units:
-            _place(unit, layout, repeats, budget_tokens)
-    return render(layout.sessions, layout.notes, budget_tokens, counter)
-
-
-def _place(unit: Unit, layout: _Layout, repeats: _Repeats, budget_tokens: int) -> None:
-    """Deliver ``unit`` if it fits in ``budget_tokens`` with what is delivered (else its
-    fallback line, if that fits); see ``pack`` for what is passed over."""
-    if unit.line is None and (not unit.turn_ids or not layout.knows(unit.turn_ids)):
-        return
-    if unit.line is not None and unit.line in layout.notes:
-        return
-    if repeats.only_repeats(unit):
-        return
-    total, changed = layout.cost_with(unit)
-    if total <= budget_tokens:
-        layout.apply(unit, total, changed)
-        repeats.add(unit)
-    elif unit.fallback is not None and unit.fallback not in layout.notes:
-        line = Unit((), unit.value, unit.fallback)
-        total, changed = layout.cost_with(line)
+    for unit in units:
+        if unit.line is None and (not unit.turn_ids or any(t not in turns for t in unit.turn_ids)):
+            continue
+        if unit.line is not None and unit.line in layout.notes:
+            continue
+        if repeats.only_repeats(unit):
+            continue
+        total, changed = layout.cost_with(unit)
         if total <= budget_tokens:
-            layout.apply(line, total, changed)
+            layout.apply(unit, total, changed)
+            repeats.add(unit)
+        elif unit.fallback is not None and unit.fallback not in layout.notes:
+            line = Unit((), unit.value, unit.fallback)
+            total, changed = layout.cost_with(line)
+            if total <= budget_tokens:
+                layout.apply(line, total, changed)
+    return render(layout.sessions, layout.notes, budget_tokens, counter)
 
 
 def render(
@@ -313,6 +279,5 @@ __all__ = [
     "Snippet",
     "Unit",
     "pack",
-    "pack_stages",
     "render",
 ]

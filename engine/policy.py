@@ -54,12 +54,7 @@ class Expansion:
     reference is at most this share of it (``long_reference``): at 300 tokens a unit of 280
     would take the room of three or four short hits. 0 drops a limit; ``neighbour_tokens`` 0
     turns its rule off, ``long_tokens`` and ``long_share`` both 0 theirs. At ``answer()``'s
-    budget (1,200) the reference is 300 tokens.
-    ``nested_floor``: a context is packed in stages (``stage_budgets``): what half its budget
-    delivers, then what the budget adds, halving down to this many tokens, so a larger
-    budget keeps what a smaller one of the chain delivered (the length shares above favour
-    short units at small budgets, long ones at large: without stages, a larger budget can
-    pass over the evidence a smaller one held). 0 packs the budget in one stage."""
+    budget (1,200) the reference is 300 tokens."""
 
     reply: float = 0.5
     previous: float = 0.3
@@ -80,20 +75,6 @@ class Expansion:
     neighbour_tokens: int = 100
     long_tokens: int = 400
     long_share: float = 0.25
-    nested_floor: int = 0
-
-    def stage_budgets(self, budget_tokens: int) -> list[int]:
-        """The budgets a context of ``budget_tokens`` is packed in, smallest first.
-
-        >>> Expansion(nested_floor=300).stage_budgets(1200), Expansion().stage_budgets(1200)
-        ([300, 600, 1200], [1200])
-        >>> Expansion(nested_floor=300).stage_budgets(500)
-        [500]
-        """
-        budgets = [budget_tokens]
-        while self.nested_floor > 0 and budgets[0] // 2 >= self.nested_floor:
-            budgets.insert(0, budgets[0] // 2)
-        return budgets
 
     def long_reference(self, budget_tokens: int | None) -> int:
         """The length past which any unit is worth less per token, for ``budget_tokens``
@@ -120,7 +101,6 @@ NO_EXPANSION = Expansion(
     neighbour_tokens=0,
     long_tokens=0,
     long_share=0.0,
-    nested_floor=0,
 )
 
 

@@ -203,7 +203,6 @@ class DeliveryConfig(Section):
     neighbour_tokens: int = Field(default=100, ge=0)  # a longer neighbour is worth less per token
     long_tokens: int = Field(default=400, ge=0)  # a longer unit is worth less per token
     long_share: float = Field(default=0.25, ge=0, le=1)  # ... and one past this share of the budget
-    nested_floor: int = Field(default=0, ge=0)  # pack in halved budgets down to this (0: off)
 
 
 class JournalConfig(Section):

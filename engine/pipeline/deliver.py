@@ -8,10 +8,9 @@ sits in the reply) or the one it answers. When speakers alternate, that is the t
 the turn before. A long unit (an assistant's long answer offered beside a user's short turn)
 is worth less per token past ``Expansion.neighbour_tokens`` / ``long_tokens``, and any unit
 past ``long_share`` of the budget (a quarter by default): the budget it takes is worth more
-to the next short hits. ``tiermem.context.pack_stages`` then fills the budget, in stages of
-growing budgets under ``Expansion.nested_floor``. An adaptive cut (``Expansion.fall_off``:
-hits that no retriever scored near its best are not offered) saves tokens; it is off by
-default, since the budget is the caller's."""
+to the next short hits. ``tiermem.context.pack`` then fills the
+budget. An adaptive cut (``Expansion.fall_off``: hits that no retriever scored near its best
+are not offered) saves tokens; it is off by default, since the budget is the caller's."""
 
 from __future__ import annotations
 
@@ -20,14 +19,13 @@ from dataclasses import replace
 from functools import partial
 
 from tiermem.components import Components
-from tiermem.context import ContextTurn, DeliveredContext, Unit, pack_stages
+from tiermem.context import ContextTurn, DeliveredContext, Unit, pack
 from tiermem.embedding.base import EmbedMode, Vectors, check_vectors
 from tiermem.pipeline.read import concurrently
 from tiermem.policy import Expansion
 from tiermem.render import index_text, render_memory
 from tiermem.roles.extract import cut_in_pieces
 from tiermem.stores.base import ScoredEntry
-from tiermem.tokens import TokenCounter
 from tiermem.types import MemoryKind, SearchFilters, SearchHit, Tier, Turn
 
 RETRIEVERS = ("dense", "bm25", "ltm")  # the raw scores a first-stage hit carries
@@ -261,24 +259,6 @@ def hit_units(
     return units
 
 
-def pack_hits(
-    hits: Sequence[SearchHit],
-    turns: Mapping[str, ContextTurn],
-    expansion: Expansion,
-    budget_tokens: int,
-    counter: TokenCounter,
-    later: Mapping[str, Sequence[tuple[str, ...]]] | None = None,
-) -> DeliveredContext:
-    """The units of ``hits`` (``hit_units``) packed into ``budget_tokens``: in one stage, or
-    under ``expansion.nested_floor`` in stages of growing budgets, each valuing the units for
-    its own budget, so the context holds what each smaller budget of the chain delivers."""
-    stages = [
-        (hit_units(hits, turns, expansion, later, lambda t: counter.count(t.line), b), b)
-        for b in expansion.stage_budgets(budget_tokens)
-    ]
-    return pack_stages(stages, turns, counter)
-
-
 def length_share(cost: int, reference: int) -> float:
     """The share of its value that a unit of ``cost`` tokens keeps: all of it up to
     ``reference`` tokens, beyond that ``reference / cost`` (a unit twice as long as the
@@ -343,7 +323,10 @@ def build_context(
     offers = {
         h: offered(hit_of[h], found, turns, c, expansion, retrieved) for h, found in later.items()
     }
-    ctx = pack_hits(hits, turns, expansion, budget_tokens, c.tokens, offers)
+    units = hit_units(
+        hits, turns, expansion, offers, lambda t: c.tokens.count(t.line), budget_tokens
+    )
+    ctx = pack(units, turns, budget_tokens, c.tokens)
     by_id = {t.turn_id: t for t in stored}
     sources = {tid: by_id[tid] for tid in ctx.turn_ids if tid in by_id}
     return replace(ctx, hits=tuple(delivered_hits(ctx, hits)), source_turns=sources)
@@ -372,6 +355,5 @@ __all__ = [
     "length_share",
     "neighbours",
     "offered",
-    "pack_hits",
     "strong_hits",
 ]
