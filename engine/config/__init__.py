@@ -247,11 +247,14 @@ class TiermemConfig(Section):
         return cls(embedder=EmbedderConfig(provider="hash", model="hash-384"))
 
 
+_CONFIG: TypeAdapter[TiermemConfig] = TypeAdapter(TiermemConfig)
+
+
 def merge_overrides(config: TiermemConfig, overrides: dict[str, object]) -> TiermemConfig:
     """Return ``config`` with nested ``overrides`` applied and validated again."""
     data = config.model_dump()
     _deep_update(data, overrides)
-    return validated(TypeAdapter(TiermemConfig), data)
+    return validated(_CONFIG, data)
 
 
 def _deep_update(target: dict[str, object], updates: dict[str, object]) -> None:
