@@ -111,17 +111,6 @@ def add_train_parser(commands: Any) -> None:
         help="cross-encoder: keep the base's first N transformer layers (default: all of them)",
     )
     sel.add_argument(
-        "--teacher",
-        type=Path,
-        help="cross-encoder: a trained cross-encoder (say all six layers) to distil from",
-    )
-    sel.add_argument(
-        "--distil",
-        type=float,
-        default=CROSS.distil,
-        help="cross-encoder: the teacher's share of each target (the label's is the rest)",
-    )
-    sel.add_argument(
         "--weight",
         type=float,
         default=CROSS.weight,
@@ -358,10 +347,8 @@ def _settings(args: argparse.Namespace) -> LoraSettings:
 def _selector(args: argparse.Namespace, console: Console) -> None:
     from tiermem.training.lora import TrainConfig, default_out, train_selector
 
-    if "," in args.dataset or args.tune or args.teacher:
-        raise TrainingInputError(
-            "--arch lora trains on one dataset and takes no --tune or --teacher"
-        )
+    if "," in args.dataset or args.tune:
+        raise TrainingInputError("--arch lora trains on one dataset and takes no --tune")
     base = args.base or "qwen0.5b"
     config = TrainConfig(
         _dataset_file(args), base, args.out or default_out(base), _settings(args), args.resume
@@ -446,7 +433,6 @@ def _cross_encoder(args: argparse.Namespace, console: Console) -> None:
         seed=args.seed,
         weight=args.weight,
         device=args.device,
-        distil=args.distil,
     )
     settings.check()
     config = CrossEncoderTrainConfig(
@@ -454,7 +440,6 @@ def _cross_encoder(args: argparse.Namespace, console: Console) -> None:
         out=args.out or DEFAULT_OUT,
         tune=_paths(args.tune, "--tune"),
         base=Path(args.base) if args.base else None,
-        teacher=args.teacher,
         settings=settings,
     )
     with _progress(console) as progress:

@@ -5,10 +5,7 @@ pools, the same split and seeds), read as the pairs a cross-encoder sees
 (:func:`tiermem.slm.roles.cross_encoder.pair`), from one or more dataset files (LoCoMo's and
 LongMemEval-S's train splits together). The start is the embedder's weights with a fresh
 one-logit head (sentence-transformers' ``CrossEncoder`` builds it), trained with binary
-cross-entropy, AdamW, warm-up then linear decay, in seeded order. With a teacher (a trained
-cross-encoder, say all six layers where the student keeps two), the targets are the labels
-mixed with the teacher's probabilities (``distil``): knowledge distillation, so a model cheap
-enough to serve learns the deeper one's ranking.
+cross-entropy, AdamW, warm-up then linear decay, in seeded order.
 
 With tune-split datasets (whole pools: ``tiermem train dataset --split tune``, all negatives),
 the threshold of the adaptive K is calibrated on them: each pool's probabilities fused with the
@@ -31,13 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tiermem.ranking import ThresholdChoice, calibrate_threshold, fuse_relevance
-from tiermem.slm.roles.cross_encoder import (
-    FORMAT,
-    INPUT_VERSION,
-    RECORD,
-    CrossEncoderRecord,
-    read_record,
-)
+from tiermem.slm.roles.cross_encoder import FORMAT, INPUT_VERSION, RECORD
 from tiermem.training import TrainingInputError, train_dependency
 from tiermem.training.dataset import Example, ExampleMeta, read_examples
 from tiermem.training.settings import CrossEncoderSettings
@@ -52,7 +43,6 @@ class CrossEncoderTrainConfig:
     out: Path = DEFAULT_OUT
     tune: tuple[Path, ...] = ()  # tune-split datasets to calibrate the threshold on
     base: Path | None = None  # a sentence-transformers folder; None: the installed MiniLM
-    teacher: Path | None = None  # a trained cross-encoder whose probabilities it distils
     settings: CrossEncoderSettings = field(default_factory=CrossEncoderSettings)
 
 
@@ -120,17 +110,8 @@ def train_cross_encoder(
         pairs_of(examples, path)
         _check_whole_pools(path, examples)
     rng = random.Random(settings.seed)
-    # a teacher is checked (its record, its input version) before anything trains
-    teacher = None if config.teacher is None else (config.teacher, read_record(config.teacher))
     if settings.max_examples is not None and settings.max_examples < len(data):
         data = rng.sample(data, settings.max_examples)
-    targets = [float(label) for _, _, label in data]
-    if teacher is not None:
-        taught = teacher_probabilities(st, *teacher, data)
-        targets = [
-            (1.0 - settings.distil) * t + settings.distil * p
-            for t, p in zip(targets, taught, strict=True)
-        ]
     torch.manual_seed(settings.seed)  # the fresh head's initial weights
     device = None if settings.device == "auto" else settings.device
     base = config.base or installed_minilm()
@@ -166,7 +147,7 @@ def train_cross_encoder(
             return_tensors="pt",
         ).to(model.device)
         logits = model(**encoded).logits.squeeze(-1)
-        target = torch.tensor([targets[i] for i in batch], device=model.device)
+        target = torch.tensor([float(r[2]) for r in rows], device=model.device)
         loss = loss_fn(logits, target)
         loss.backward()
         optimizer.step()
@@ -191,7 +172,6 @@ def train_cross_encoder(
         "threshold": threshold,
         "calibration": asdict(choice) if choice else None,
         "base": str(base),
-        "teacher": None if config.teacher is None else str(config.teacher.expanduser()),
         "datasets": [str(p) for p in config.datasets],
         "tune": [str(p) for p in config.tune],
         "settings": asdict(settings),
@@ -215,23 +195,6 @@ def train_cross_encoder(
         threshold,
         choice,
     )
-
-
-def teacher_probabilities(
-    st: Any,
-    directory: Path,
-    record: CrossEncoderRecord,
-    data: Sequence[tuple[str, str, bool]],
-) -> list[float]:
-    """The teacher's P(relevant) of every training pair, in float32, scored once before the
-    student trains, on pairs cut where the teacher's were."""
-    teacher = st.CrossEncoder(
-        str(directory.expanduser()), max_length=record.max_length, local_files_only=True
-    )
-    scores = teacher.predict(
-        [(q, c) for q, c, _ in data], batch_size=32, show_progress_bar=False, convert_to_numpy=True
-    )
-    return [float(p) for p in scores]
 
 
 def keep_layers(model: Any, layers: int | None) -> int:
@@ -298,6 +261,5 @@ __all__ = [
     "keep_layers",
     "pairs_of",
     "pools",
-    "teacher_probabilities",
     "train_cross_encoder",
 ]

@@ -79,8 +79,7 @@ class CrossEncoderSettings:
     """A cross-encoder run (``tiermem train selector --arch cross-encoder``): MiniLM's weights
     with a fresh one-logit head, binary cross-entropy on (question, candidate) pairs.
     ``weight``: the rank-fusion weight its threshold is calibrated for (the selector's
-    ``pointwise_weight``). ``distil``: with a teacher (a trained cross-encoder, often a deeper
-    one), each pair's target is ``(1 - distil) * label + distil * P_teacher``."""
+    ``pointwise_weight``)."""
 
     learning_rate: float = 5e-5
     epochs: int = 1
@@ -93,7 +92,6 @@ class CrossEncoderSettings:
     weight: float = 0.3
     warmup_ratio: float = 0.1
     device: str = "auto"  # auto: cuda when there is one, else cpu
-    distil: float = 0.5  # the teacher's share of a target; used only with a teacher
 
     def check(self) -> None:
         if self.learning_rate <= 0 or self.epochs < 1 or self.batch_size < 1:
@@ -106,8 +104,6 @@ class CrossEncoderSettings:
             raise TrainingInputError("layers must be at least 1")
         if not 0 <= self.weight <= 1:
             raise TrainingInputError("weight must be in [0, 1]")
-        if not 0 <= self.distil <= 1:
-            raise TrainingInputError("distil must be in [0, 1]")
 
 
 __all__ = ["DEFAULT_TARGETS", "PRECISIONS", "CrossEncoderSettings", "LoraSettings"]

@@ -116,58 +116,6 @@ def test_training_lowers_the_loss_and_writes_a_calibrated_model(
     assert read_record(trained).threshold == record["threshold"]
 
 
-def test_a_student_distils_its_teacher(
-    work: dict[str, Path], trained: Path, tmp_path: Path
-) -> None:
-    """With ``distil`` 1 the targets are the teacher's probabilities, so the student's scores of
-    the training pairs land nearer the teacher's than those of a student trained on the labels
-    alone; a missing teacher is refused before anything trains."""
-    import sentence_transformers as st
-    from tiermem.training.cross_encoder import pairs_of, teacher_probabilities
-
-    data = pairs_of(read_examples(work["train"]), work["train"])
-    taught = teacher_probabilities(st, trained, read_record(trained), data)
-    assert len(taught) == len(data)
-    assert all(0 < p < 1 for p in taught)
-
-    def student(out: Path, teacher: Path | None, distil: float) -> list[float]:
-        config = CrossEncoderTrainConfig(
-            datasets=(work["train"],),
-            out=out,
-            base=work["tiny"],
-            teacher=teacher,
-            settings=CrossEncoderSettings(
-                device="cpu",
-                epochs=8,
-                batch_size=4,
-                learning_rate=2e-3,
-                max_length=64,
-                distil=distil,
-                layers=1,
-            ),
-        )
-        result = train_cross_encoder(config)
-        record = json.loads((result.out / RECORD).read_text())
-        assert record["teacher"] == (None if teacher is None else str(teacher))
-        model = st.CrossEncoder(str(result.out), max_length=64, local_files_only=True)
-        return [float(p) for p in model.predict([(q, c) for q, c, _ in data])]
-
-    def gap(scores: list[float]) -> float:
-        return sum((a - b) ** 2 for a, b in zip(scores, taught, strict=True)) / len(taught)
-
-    distilled = student(tmp_path / "distilled", trained, 1.0)
-    labelled = student(tmp_path / "labelled", None, 0.5)
-    assert gap(distilled) < gap(labelled)
-    with pytest.raises(ConfigError, match="no cross-encoder model"):
-        train_cross_encoder(
-            CrossEncoderTrainConfig(
-                datasets=(work["train"],), base=work["tiny"], teacher=tmp_path / "nope"
-            )
-        )
-    with pytest.raises(TrainingInputError, match="distil"):
-        CrossEncoderSettings(distil=1.5).check()
-
-
 def test_it_serves_through_the_model_free_default(work: dict[str, Path], trained: Path) -> None:
     """No small model is configured, and the cross-encoder still selects: the hits carry its
     probability, and the kept candidates are those reaching its calibrated threshold."""
@@ -325,14 +273,6 @@ def test_the_cli_trains_it_from_several_datasets(
     assert str(out) in said.replace("\n", "")
     record = json.loads((out / RECORD).read_text())
     assert record["datasets"] == [str(work["train"]), str(work["tune"])]
-    student = [*argv[:6], "--base", str(work["tiny"]), "--out", str(tmp_path / "student")]
-    student += ["--epochs", "1", "--max-length", "64", "--device", "cpu"]
-    assert cli_main([*student, "--teacher", str(out), "--distil", "0.7"]) == 0
-    taught = json.loads((tmp_path / "student" / RECORD).read_text())
-    assert (taught["teacher"], taught["settings"]["distil"]) == (str(out), 0.7)
-    lora = ["train", "selector", "--dataset", str(work["train"]), "--teacher", str(out)]
-    assert cli_main(lora) != 0
-    assert "takes no --tune or --teacher" in capsys.readouterr().out
     missing = ["train", "selector", "--arch", "cross-encoder", "--dataset", "nope.jsonl"]
     assert cli_main(missing) != 0
     assert "nope.jsonl does not exist" in capsys.readouterr().out
