@@ -15,6 +15,7 @@ from tiermem.ltm.graph import DecayPolicy
 from tiermem.ltm.provenance import Provenance, load_or_create_secret
 from tiermem.ltm.store import AuditSink, LongTermMemory, SearchPolicy
 from tiermem.policy import Policy, policy_from_config
+from tiermem.presets import running_roles, warn_losing_roles
 from tiermem.roles.extract import EntryExtractor, TurnExtractor
 from tiermem.roles.plan import PassthroughPlanner, Planner, Selector
 from tiermem.slm.meter import Meter
@@ -130,6 +131,7 @@ def _build_roles(config: TiermemConfig, policy: Policy, meter: Meter) -> _Roles:
     from tiermem.slm.roles.writer import SLMWriter
 
     check_backend_kinds(config)  # a misspelt kind fails here, even on a role that is off
+    warn_losing_roles(running_roles(config))  # runs, but says what it was measured to cost
     slm = config.slm
     selector_backend = slm.selector.backend or slm.backend
     if slm.selector.enabled and selector_backend.kind != NO_MODEL:

@@ -10,8 +10,10 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
+import weakref
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from tiermem.clock import Clock
 from tiermem.components import Components, build_components
-from tiermem.config import DEFAULT_DATA_DIR, LlamaCppConfig, TiermemConfig
+from tiermem.config import DEFAULT_DATA_DIR, TiermemConfig
 from tiermem.context import DEFAULT_BUDGET_TOKENS, DeliveredContext, pack
 from tiermem.errors import ClosedError, ConfigError, KnowledgeItemError, MemoryNotFoundError
 from tiermem.generator import supports
@@ -31,6 +33,7 @@ from tiermem.pipeline.read import record_access, run_search
 from tiermem.pipeline.recovery import finish_unfinished, recover
 from tiermem.pipeline.write import run_add, run_delete, run_update
 from tiermem.policy import Expansion
+from tiermem.presets import defaults_config
 from tiermem.slm.meter import Meter
 from tiermem.types import (
     LTM_ID_PREFIX,
@@ -63,6 +66,19 @@ if TYPE_CHECKING:
     from tiermem.offline.wiring import Consolidation
 
 logger = logging.getLogger(__name__)
+
+_OPEN: weakref.WeakSet[Memory] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_memories() -> None:
+    """Close what a script left open while the interpreter can still run the stores' close
+    (qdrant-client's own finaliser, run later at teardown, fails with a traceback)."""
+    for memory in list(_OPEN):
+        try:
+            memory.close()
+        except Exception:
+            logger.warning("closing a Memory at exit failed", exc_info=True)
 
 
 class Memory:
@@ -98,6 +114,7 @@ class Memory:
             except BaseException:
                 self.close()
                 raise
+        _OPEN.add(self)
 
     @classmethod
     def from_defaults(
@@ -105,26 +122,24 @@ class Memory:
         data_dir: str | Path | None = None,
         *,
         model: str | None = None,
+        roles: Iterable[str] | None = None,
         ltm: bool = False,
         clock: Clock | None = None,
     ) -> Memory:
-        """The embedded default: everything on disk under ``data_dir``, no server needed.
+        """The embedded default, measured best: everything on disk under ``data_dir``, no
+        server, no model call (``tiermem.presets``).
 
-        ``model`` (an alias such as ``"qwen0.5b"``, or a GGUF path) runs the SLM roles
-        in-process through llama.cpp; without it the model-free stages run. ``ltm=True`` turns
-        on the knowledge graph and its scheduled consolidation (Qwen2.5-Coder-1.5B in-process:
-        ``tiermem models install qwen1.5b``)."""
-        config = TiermemConfig.for_data_dir(data_dir or DEFAULT_DATA_DIR)
+        ``model`` (an alias such as ``"qwen0.5b"``, or a GGUF path) runs in-process through
+        llama.cpp (``pip install 'tiermem[llamacpp]'``) the roles measured to beat their
+        model-free stage on it: on qwen0.5b and qwen1.5b none. ``roles`` names them instead
+        (``"controller"``, ``"selector"``, ``"writer"``, ``"generator"``); the others run
+        model-free, and a named role measured to lose on the model warns once
+        (``MeasuredToLoseWarning``). ``ltm=True`` turns on the knowledge graph and its
+        scheduled consolidation (Qwen2.5-Coder-1.5B in-process)."""
+        config = defaults_config(data_dir or DEFAULT_DATA_DIR, model=model, roles=roles)
         if ltm:
             config = config.model_copy(
                 update={"ltm": config.ltm.model_copy(update={"enabled": True})}
-            )
-        if model is not None:
-            config = config.model_copy(
-                update={
-                    "slm": config.slm.model_copy(update={"backend": LlamaCppConfig(model=model)}),
-                    "generator": config.generator.model_copy(update={"kind": "model"}),
-                }
             )
         return cls(config, clock=clock)
 

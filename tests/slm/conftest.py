@@ -26,6 +26,8 @@ Handler = Callable[[SLMRequest], dict[str, Any] | str]
 
 
 def slm_config(capacity: int = 10_000, **slm: Any) -> TiermemConfig:
+    """Every role on the scripted model; the selector listwise unless ``selector_mode`` says."""
+    slm.setdefault("selector_mode", "listwise")
     base = TiermemConfig.for_tests()
     return base.model_copy(
         update={
