@@ -177,3 +177,36 @@ def test_source_turns_takes_any_iterable_of_hits() -> None:
         by_generator = memory.source_turns((h for h in hits), "ana")
         assert by_list == by_generator
         assert [t.content for t in by_list.values()] == ["I keep bees on the roof."]
+
+
+def test_a_memory_left_open_is_closed_at_exit_without_a_traceback(tmp_path: Path) -> None:
+    """A script that never closes its memory: tiermem closes it while the interpreter can
+    still run the stores' close (qdrant-client's own finaliser at teardown printed
+    ``ImportError: sys.meta_path is None``). The script's handler, registered before tiermem
+    was imported, runs after tiermem's and sees the memory closed."""
+    import subprocess
+    import sys
+
+    script = (
+        "import atexit\n"
+        "atexit.register(lambda: print('closed at exit:', memory._closed))\n"
+        "from tiermem import Memory, TiermemConfig\n"
+        "from tiermem.config import EmbedderConfig\n"
+        "config = TiermemConfig.for_data_dir('data').model_copy(\n"
+        "    update={'embedder': EmbedderConfig(provider='hash', model='hash-384')})\n"
+        "memory = Memory(config)\n"
+        "memory.add('I moved my flight to 9 October.', user_id='maya')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "closed at exit: True" in done.stdout
+    assert "Traceback" not in done.stderr
+    # closed cleanly: the next process opens the same directory and finds the turn
+    reopen = script.split("memory.add")[0] + "print(len(memory.get_all('maya')))\nmemory.close()\n"
+    again = subprocess.run(
+        [sys.executable, "-c", reopen], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines()[0] == "1"
