@@ -11,17 +11,26 @@ BIN := $(VENV)/bin
 # right under $(WHEELS) included) is never reused. pip's own wheel cache is bypassed.
 # Measured on qwen0.5b Q4_K_M, 2 threads, idle machine (prefill / decode tokens/s): AVX-512 240 /
 # 25.7 (chosen here), AVX2 156 / 23.5; native build: SIGSEGV; AVX-512 + AMX: SIGILL at tileloadd,
-# even with AMX granted. Details in the README, Troubleshooting.
+# even with AMX granted. Details in docs/troubleshooting.md.
 WHEELS ?= $(HOME)/.cache/tiermem/wheels
 LLAMA_CPP_VERSION := 0.3.36
 
-.PHONY: install demo test pytest lint format typecheck bench clean
+.PHONY: install install-dev demo test pytest lint format typecheck bench docs clean
 
+# The model-free default: no compiler, no model file (what `pip install .` gives a user).
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml Makefile
+$(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -U pip
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+# Every extra and every path the tests take: llama.cpp built portably for this CPU, the
+# smoke-test model, llama.cpp's GGUF converters.
+install-dev: $(VENV)/.installed-dev
+
+$(VENV)/.installed-dev: $(VENV)/.installed Makefile
 	wheel=$$($(BIN)/python slm/cpu.py ensure-wheel --version $(LLAMA_CPP_VERSION) --cache $(WHEELS)) && \
 		$(BIN)/python -m pip install -q --force-reinstall --no-deps "$$wheel" && \
 		$(BIN)/python -m pip install -q "$$wheel" -e '.[dev]'
@@ -29,33 +38,37 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(BIN)/tiermem train converters
 	touch $@
 
+# The recommended configuration on the demo's two users: no compiler, no model.
 demo: install
-	$(BIN)/tiermem models install qwen0.5b
 	$(BIN)/tiermem demo
 
 # The whole check: lint, strict typing, and every test (the few real-model ones included).
 test: lint typecheck pytest
 
-pytest: install
+pytest: install-dev
 	$(BIN)/python -m pytest
 
-lint: install
+# Regenerate docs/configuration.md, docs/cli.md and docs/presets.md from the code.
+docs: install
+	$(BIN)/python -m tiermem.docs
+
+lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-format: install
+format: install-dev
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
 # mypy cannot follow setuptools' editable finder for a package-dir mapping, so it checks a
 # tree of links laid out as the installed package is.
-typecheck: install
+typecheck: install-dev
 	rm -rf build/typecheck && mkdir -p build/typecheck/tiermem
 	for f in engine/*; do ln -s ../../../$$f build/typecheck/tiermem/; done
 	for p in slm offline training; do ln -s ../../../$$p build/typecheck/tiermem/$$p; done
 	MYPYPATH=build/typecheck $(BIN)/mypy -p tiermem
 
-bench: install
+bench: install-dev
 	$(BIN)/tiermem bench mtm
 
 clean:

@@ -2,10 +2,11 @@
 
 Each check runs in a child process, so a model that kills its process (SIGILL from a llama.cpp
 build that uses an instruction this CPU or its kernel does not allow, SIGSEGV, out of memory)
-fails that one line, names the signal, and the next check still runs. The checks: the
-llama.cpp build against this CPU, the configured embedder (``--config``, else the embedded
-default: it embeds one short text, then a batch, and reports its name, dimension and
-latency, or the typed error: an unreachable server, a dimension the model does not make),
+fails that one line, names the signal, and the next check still runs. The checks: which
+extras are installed and what each enables, the llama.cpp build against this CPU (with the
+``llamacpp`` extra), the configured embedder (``--config``, else the embedded default: it
+embeds one short text, then a batch, and reports its name, dimension and latency, or the
+typed error: an unreachable server, a dimension the model does not make),
 and every installed GGUF model: a chat model loads and generates a few tokens (prefill and
 decode tokens/s are printed), an embedding model (``nomic-embed``) embeds as the embedder check
 does.
@@ -26,6 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from tiermem.extras import EXTRAS, extra_installed
 
 if TYPE_CHECKING:
     from tiermem.embedding.base import Embedder
@@ -95,10 +98,16 @@ def run_checks(
 
     amx = ("--allow-amx",) if allow_amx else ()
     embedder = (str(config),) if config is not None else ()
-    checks = [
-        run_probe("llama.cpp build", _probe_argv("build", *amx), timeout_s),
-        run_probe("embedder", _probe_argv("embedder", *embedder), timeout_s),
-    ]
+    checks = extra_checks()
+    llamacpp = extra_installed("llamacpp")
+    checks.append(
+        run_probe("llama.cpp build", _probe_argv("build", *amx), timeout_s)
+        if llamacpp
+        else Check("llama.cpp build", True, "skipped: the llamacpp extra is not installed")
+    )
+    checks.append(run_probe("embedder", _probe_argv("embedder", *embedder), timeout_s))
+    if not llamacpp:
+        return checks
     found = installed(models_dir)
     for alias, path in found.items():
         if path is None:
@@ -114,6 +123,20 @@ def run_checks(
         checks.append(
             Check("models", True, "none installed (tiermem models install qwen0.5b); skipped")
         )
+    return checks
+
+
+def extra_checks() -> list[Check]:
+    """One line per extra: installed or not, and what it enables. A missing extra is not a
+    failure: the model-free default needs none."""
+    checks = []
+    for extra, (_, enables) in EXTRAS.items():
+        state = (
+            "installed"
+            if extra_installed(extra)
+            else f"not installed (pip install 'tiermem[{extra}]')"
+        )
+        checks.append(Check(f"extra {extra}", True, f"{state}: {enables}"))
     return checks
 
 

@@ -11,6 +11,7 @@ tiermem.errors.ConfigError: training needs 'no_such_module_here', ...: pip insta
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from types import ModuleType
 
 from tiermem.errors import ConfigError
@@ -26,3 +27,23 @@ def extra_dependency(module: str, extra: str, needed_by: str) -> ModuleType:
             f"{needed_by} needs {module.split('.')[0]!r}, from the {extra} extra: "
             f"pip install 'tiermem[{extra}]'"
         ) from exc
+
+
+EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
+    "llamacpp": (
+        ("llama_cpp",),
+        "in-process GGUF models through llama.cpp: the small-model roles, offline "
+        "consolidation, the nomic-embed embedder",
+    ),
+    "service": (("fastapi", "uvicorn", "prometheus_client"), "tiermem serve, the REST service"),
+    "mcp": (("mcp",), "tiermem mcp, the Model Context Protocol server"),
+    "langgraph": (("langgraph",), "tiermem.integrations.langgraph.TiermemStore"),
+    "train": (("transformers", "peft", "gguf"), "tiermem train: the LoRA and cross-encoder"),
+    "bench": (("nltk", "matplotlib"), "tiermem bench: LoCoMo's F1 and the plots"),
+}
+"""Each extra: the modules it installs and what it enables (``tiermem doctor`` lists them)."""
+
+
+def extra_installed(extra: str) -> bool:
+    """Whether every module of ``extra`` can be imported (found, not imported)."""
+    return all(importlib.util.find_spec(module) is not None for module in EXTRAS[extra][0])

@@ -61,8 +61,10 @@ def check_build(*, allow_amx: bool = False) -> None:
     tiles."""
     if allow_amx in _BUILD_CHECKED:
         return
-    import llama_cpp
+    from tiermem.extras import extra_dependency
     from tiermem.slm.cpu import check_installed_build
+
+    llama_cpp = extra_dependency("llama_cpp", "llamacpp", "an in-process GGUF model")
 
     info = llama_cpp.llama_print_system_info().decode()
     unsafe = check_installed_build(info, allow_amx=allow_amx).unsafe
