@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from tiermem.bench.cli import add_bench_parser, run_bench
 from tiermem.config import TiermemConfig
-from tiermem.errors import InvalidInputError, TiermemError
+from tiermem.errors import TiermemError
 from tiermem.service.commands import add_service_parsers, run_service_command
 from tiermem.training.bench_cli import ROLE_BENCHES, add_role_bench_parsers, run_role_bench
 from tiermem.training.cli import add_train_parser, run_train
@@ -23,28 +23,21 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    demo = commands.add_parser("demo", help="ingest a two-user conversation, answer from memory")
+    demo = commands.add_parser(
+        "demo",
+        help="ingest two users' conversations; show and check the context for each question",
+    )
     demo.add_argument("--data-dir", type=Path, help="keep the memory here (default: temporary)")
     demo.add_argument(
         "--embedder",
         choices=("sentence-transformers", "hash"),
         default="sentence-transformers",
-        help="hash: model-free, for a quick look without loading MiniLM",
+        help="hash: model-free, for a quick look without loading MiniLM (its checks may fail)",
     )
     demo.add_argument(
         "--model",
-        default="qwen0.5b",
-        help="the SLM roles' model: an alias or a GGUF path (default qwen0.5b)",
-    )
-    demo.add_argument(
-        "--no-slm",
-        action="store_true",
-        help="model-free roles: plain query, fused order, verbatim turns",
-    )
-    demo.add_argument(
-        "--generator-adapter",
-        type=Path,
-        help="the answer generator's GGUF LoRA on --model (from `tiermem train generator`)",
+        help="also run every small-model role on this model (an alias such as qwen0.5b, or a "
+        "GGUF path; needs the llamacpp extra), beside the recommended configuration",
     )
 
     add_role_bench_parsers(add_bench_parser(commands))
@@ -132,14 +125,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "demo":
             from tiermem.bench.demo import main as demo_main
-            from tiermem.bench.update_answers import check_adapter
 
-            if args.no_slm and args.generator_adapter:
-                raise InvalidInputError("--generator-adapter needs a model: drop --no-slm")
-            check_adapter(args.generator_adapter)
-            model = None if args.no_slm else args.model
-            demo_main(args.data_dir, args.embedder, model, console, args.generator_adapter)
-        elif args.command == "bench" and args.suite in ROLE_BENCHES:
+            return 0 if demo_main(args.data_dir, args.embedder, args.model, console) else 1
+        if args.command == "bench" and args.suite in ROLE_BENCHES:
             run_role_bench(args, console)
         elif args.command == "bench":
             run_bench(args, console)
@@ -197,7 +185,7 @@ def _doctor(args: argparse.Namespace, console: Console) -> int:
         console.print(f"{mark} {check.name:16} {check.detail}", highlight=False)
         failed += not check.ok
     if failed:
-        console.print(f"[red]{failed} check(s) failed[/]; see README, Troubleshooting")
+        console.print(f"[red]{failed} check(s) failed[/]; see docs/troubleshooting.md")
     return 1 if failed else 0
 
 

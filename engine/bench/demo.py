@@ -1,110 +1,202 @@
-"""``tiermem demo``: ingest two users' conversations, then answer from memory, showing the
-memories used and the source turns they came from."""
+"""``tiermem demo``: ingest two users' conversations, then show, for each question, the
+context an agent's model would read and where each line came from, and check it: the newest
+statement of every changed fact is there (after any older one), and a question memory knows
+nothing about is refused.
+
+The recommended configuration runs, with no model. ``--model`` also runs every small-model
+role on that model, beside it, with its answers, calls, tokens and time: how a user sees what
+the small models do, and why they are not on by default (``tiermem.presets``)."""
 
 from __future__ import annotations
 
 import shutil
 import tempfile
 import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
-from tiermem.bench.demo_data import DEMO_USERS, session_messages
-from tiermem.config import GeneratorConfig, LlamaCppConfig, SLMConfig, TiermemConfig
+from tiermem.bench.demo_data import DEMO_USERS, DemoQuestion, session_messages
+from tiermem.config import TiermemConfig
+from tiermem.generator import NOTHING_IN_MEMORY
 from tiermem.memory import Memory
+from tiermem.presets import ROLES, MeasuredToLoseWarning, defaults_config
 from tiermem.render import human_date
-from tiermem.types import Tier
+from tiermem.types import AnswerResult, Tier
 
 
-def run_demo(config: TiermemConfig, console: Console) -> None:
-    """Ingest every demo session for every user, then ask each user's questions."""
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    ok: bool
+    detail: str
+
+
+def check_answer(question: DemoQuestion, text: str) -> Verdict:
+    """Whether an answer shows what ``question`` asks of it (``DemoQuestion``)."""
+    refused = text.strip() == NOTHING_IN_MEMORY
+    if question.refused:
+        return Verdict(refused, "refused" if refused else "answered: memory holds nothing on it")
+    if refused:
+        return Verdict(False, "refused, though memory holds the answer")
+    newest = question.newest or ""
+    if newest not in text:
+        return Verdict(False, f"the newest statement ({newest!r}) is missing")
+    older = question.older
+    if older is None or older not in text:
+        return Verdict(True, "holds the statement" if older is None else "holds the newest")
+    if text.index(older) < text.rindex(newest):
+        return Verdict(True, "holds the newest statement, after the older one")
+    return Verdict(False, f"the older statement ({older!r}) reads after the newest")
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One configuration's answers to every demo question, and what they cost."""
+
+    label: str
+    answers: dict[tuple[str, str], AnswerResult]
+    seconds: float
+    calls: int
+    tokens: int
+
+
+def _ingest(memory: Memory, console: Console) -> None:
+    for user in DEMO_USERS:
+        written = skipped = 0
+        for session in user.sessions:
+            result = memory.add(session_messages(user, session), user.user_id, session.session_id)
+            written += len(result.entries)
+            skipped += len(result.skipped_turn_ids)
+        console.print(
+            f"[bold]{user.user_id}[/]: {len(user.sessions)} sessions ingested, "
+            f"{written} new memories, {skipped} turns already known or skipped"
+        )
+
+
+def _run(label: str, config: TiermemConfig, console: Console) -> Run:
     started = time.perf_counter()
     with Memory(config) as memory:
-        for user in DEMO_USERS:
-            written = skipped = merged = superseded = 0
-            for session in user.sessions:
-                result = memory.add(
-                    session_messages(user, session), user.user_id, session.session_id
-                )
-                written += len(result.entries)
-                skipped += len(result.skipped_turn_ids)
-                merged += len(result.merged)
-                superseded += len(result.superseded)
-            console.print(
-                f"[bold]{user.user_id}[/]: {len(user.sessions)} sessions ingested, "
-                f"{written} new memories, {merged} merged, {superseded} superseded, "
-                f"{skipped} turns already known or skipped"
-            )
-            for entry in memory.get_all(user.user_id):
-                console.print(f"  [dim]{entry.kind:10}[/] {entry.text}", highlight=False)
-        for user in DEMO_USERS:
-            for question in user.questions:
-                _show_answer(memory, user.user_id, question, console)
+        _ingest(memory, console)
+        answers = {
+            (user.user_id, q.text): memory.answer(q.text, user.user_id)
+            for user in DEMO_USERS
+            for q in user.questions
+        }
         totals = memory.components.meter.totals()
-    console.print(
-        f"\ndemo finished in {time.perf_counter() - started:.1f} s; model calls: "
-        f"{totals['calls']} ({totals['fallbacks']} fell back), "
-        f"{totals['prompt_tokens']} prompt + {totals['completion_tokens']} completion tokens"
+    return Run(
+        label,
+        answers,
+        time.perf_counter() - started,
+        totals["calls"],
+        totals["prompt_tokens"] + totals["completion_tokens"],
     )
 
 
-def _show_answer(memory: Memory, user_id: str, question: str, console: Console) -> None:
-    result = memory.answer(question, user_id)
-    console.rule(f"[bold]{user_id}[/] asks: {question}")
-    console.print(result.text, highlight=False)
-    console.print(f"[dim]context: {result.context_tokens} tokens, {len(result.hits)} memories[/]")
+def _show_provenance(result: AnswerResult, console: Console) -> None:
+    """Every delivered turn, oldest first: which turn, whose, when; ``hit`` marks the turns
+    the search found (the rest came with them: the reply, the turn before, the burst)."""
+    if not result.source_turns:
+        console.print("  provenance: none (nothing delivered)")
+        return
+    found = {tid for hit in result.hits for tid in hit.source_turn_ids}
+    console.print("  provenance (every delivered turn, oldest first):")
+    for turn in sorted(result.source_turns.values(), key=lambda t: t.timestamp):
+        console.print(
+            f"    {turn.turn_id} · {turn.session_id} · {human_date(turn.timestamp)} "
+            f"{turn.timestamp:%H:%M} · {turn.speaker}{' · hit' if turn.turn_id in found else ''}",
+            highlight=False,
+        )
     for hit in result.hits:
         if hit.tier is Tier.LTM:  # shared knowledge: no owner, no source turns
-            console.print(f"  [cyan]{hit.score:.3f}[/] knowledge {hit.id} ({hit.fact.kind})")
-            continue
-        console.print(f"  [cyan]{hit.score:.3f}[/] memory {hit.id[:8]} ({hit.entry.kind})")
-        for turn_id in hit.source_turn_ids:
-            turn = result.source_turns.get(turn_id)
-            if turn is None:
-                console.print(f"      source {turn_id}: [red]missing from the journal[/]")
-                continue
-            console.print(
-                f"      source {turn_id} · {turn.session_id} · {human_date(turn.timestamp)} "
-                f"{turn.timestamp:%H:%M} · {turn.speaker}: {turn.content}",
-                highlight=False,
-            )
+            console.print(f"    knowledge {hit.id} ({hit.fact.kind})")
 
 
-def demo_config(
-    data_dir: Path, embedder: str, model: str | None, generator_adapter: Path | None = None
-) -> TiermemConfig:
-    """The embedded default under ``data_dir``; the SLM roles on ``model`` (an alias or a
-    GGUF path) in-process, or model-free when ``model`` is ``None``. ``generator_adapter``:
-    the answer generator's GGUF LoRA on ``model`` (``tiermem train generator``)."""
-    config = TiermemConfig.for_data_dir(data_dir)
-    slm = SLMConfig(backend=LlamaCppConfig(model=model)) if model else SLMConfig()
-    tuned = LlamaCppConfig(model=model, lora_path=generator_adapter) if model else None
-    backend = tuned if generator_adapter else None  # None: the SLM roles' backend
-    generator = GeneratorConfig(
-        kind="model" if model else "extractive", backend=backend, max_memories=3
-    )
-    return config.model_copy(
-        update={
-            "embedder": config.embedder.model_copy(update={"provider": embedder}),
-            "slm": slm,
-            "generator": generator,
-        }
-    )
+def _show(runs: list[Run], console: Console) -> bool:
+    """Print each question's context and checks; True when the recommended run passes all."""
+    passed = True
+    for user in DEMO_USERS:
+        for question in user.questions:
+            console.rule(f"[bold]{user.user_id}[/] asks: {question.text}")
+            for i, run in enumerate(runs):
+                result = run.answers[(user.user_id, question.text)]
+                verdict = check_answer(question, result.text)
+                mark = "[green]ok[/]" if verdict.ok else "[red]FAIL[/]"
+                console.print(
+                    f"[bold]{run.label}[/] · {result.context_tokens} context tokens · "
+                    f"check {mark}: {verdict.detail}"
+                )
+                console.print(_indent(result.text), highlight=False, markup=False)
+                if i == 0:
+                    _show_provenance(result, console)
+                    passed &= verdict.ok
+    return passed
 
 
-def main(
-    data_dir: Path | None,
-    embedder: str,
-    model: str | None,
-    console: Console,
-    generator_adapter: Path | None = None,
-) -> None:
-    """Run the demo in ``data_dir``, or in a temporary directory removed afterwards."""
+def _indent(text: str) -> str:
+    return "\n".join(f"  {line}" for line in text.splitlines())
+
+
+def _summary(runs: list[Run], console: Console) -> None:
+    console.print()
+    for run in runs:
+        checks = sum(
+            check_answer(q, run.answers[(u.user_id, q.text)].text).ok
+            for u in DEMO_USERS
+            for q in u.questions
+        )
+        total = sum(len(u.questions) for u in DEMO_USERS)
+        console.print(
+            f"{run.label}: {checks} of {total} checks passed, {run.seconds:.1f} s, "
+            f"model calls: {run.calls}, model tokens: {run.tokens}"
+        )
+
+
+def demo_configs(data_dir: Path, embedder: str, model: str | None) -> list[TiermemConfig]:
+    """The recommended configuration under ``data_dir``/recommended; with ``model``, every
+    role on that model in-process under ``data_dir``/model too."""
+
+    def embedded(config: TiermemConfig) -> TiermemConfig:
+        return config.model_copy(
+            update={"embedder": config.embedder.model_copy(update={"provider": embedder})}
+        )
+
+    configs = [embedded(defaults_config(data_dir / "recommended"))]
+    if model is not None:
+        configs.append(embedded(defaults_config(data_dir / "model", model=model, roles=ROLES)))
+    return configs
+
+
+def run_demo(data_dir: Path, embedder: str, model: str | None, console: Console) -> bool:
+    """Run the demo under ``data_dir``; True when the recommended run passes every check."""
+    configs = demo_configs(data_dir, embedder, model)
+    console.print("[bold]recommended[/] (the default: hybrid retrieval, no model calls)")
+    runs = [_run("recommended", configs[0], console)]
+    if model is not None:
+        console.print(f"[bold]every role on {model}[/] (measured to lose: docs/presets.md)")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MeasuredToLoseWarning)  # the demo says it above
+            runs.append(_run(f"roles on {model}", configs[1], console))
+    passed = _show(runs, console)
+    _summary(runs, console)
+    return passed
+
+
+@contextmanager
+def _directory(data_dir: Path | None) -> Iterator[Path]:
     if data_dir is not None:
-        run_demo(demo_config(data_dir, embedder, model, generator_adapter), console)
+        yield data_dir
         return
     temp = Path(tempfile.mkdtemp(prefix="tiermem-demo-"))
     try:
-        run_demo(demo_config(temp, embedder, model, generator_adapter), console)
+        yield temp
     finally:
         shutil.rmtree(temp, ignore_errors=True)
+
+
+def main(data_dir: Path | None, embedder: str, model: str | None, console: Console) -> bool:
+    """Run the demo in ``data_dir``, or in a temporary directory removed afterwards."""
+    with _directory(data_dir) as root:
+        return run_demo(root, embedder, model, console)

@@ -16,11 +16,23 @@ class DemoSession:
 
 
 @dataclass(frozen=True, slots=True)
+class DemoQuestion:
+    """A question and what its context must show: ``newest``, the statement that holds now
+    (after ``older``, the one it changed, where that is delivered too); ``refused``: memory
+    holds nothing about it."""
+
+    text: str
+    newest: str | None = None
+    older: str | None = None
+    refused: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class DemoUser:
     user_id: str
     name: str
     sessions: tuple[DemoSession, ...]
-    questions: tuple[str, ...]
+    questions: tuple[DemoQuestion, ...]
 
 
 def _at(day: str, hour: int) -> datetime:
@@ -101,11 +113,15 @@ MAYA = DemoUser(
         ),
     ),
     questions=(
-        "What do I eat these days?",
-        "When is my flight to Lisbon?",
-        "Where am I staying in Lisbon?",
-        "What does my sister do?",
-        "When do I go running?",
+        DemoQuestion("What do I eat these days?", "started eating fish again", "vegetarian"),
+        DemoQuestion(
+            "When is my flight to Lisbon?", "flight one day earlier to 9 October", "on 10 October"
+        ),
+        DemoQuestion("Where am I staying in Lisbon?", "Casa Alfama"),
+        DemoQuestion("What does my sister do?", "opened a bakery"),
+        DemoQuestion(
+            "When do I go running?", "switched my runs to the evenings", "in the mornings"
+        ),
     ),
 )
 
@@ -145,9 +161,13 @@ LEO = DemoUser(
         ),
     ),
     questions=(
-        "What is my cat called?",
-        "Do I still work nights?",
-        "Where am I staying in Lisbon?",
+        DemoQuestion("What is my cat called?", "named her Tofu"),
+        DemoQuestion(
+            "Do I still work nights?",
+            "switched from night shifts to day shifts",
+            "a nurse on night shifts",
+        ),
+        DemoQuestion("Where am I staying in Lisbon?", refused=True),  # Maya's trip, not his
     ),
 )
 

@@ -91,54 +91,58 @@ def _demo(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_demo_runs_on_the_embedded_default() -> None:
-    done = _demo("--no-slm")
-    assert done.stdout.count("asks:") == 8
-    # the dense + BM25 baseline finds the cat's name
-    cat = done.stdout.split("What is my cat called?")[1]
-    assert "Tofu" in cat.split("asks:")[0]
-    assert "Loading weights" not in done.stdout + done.stderr
-    assert "model calls: 0" in done.stdout
-
-
-def _answers(stdout: str) -> dict[str, str]:
-    """Each demo question's answer text (up to its context line), by "user: question"."""
+def _contexts(stdout: str) -> dict[str, str]:
+    """Each demo question's recommended context (printed first), by "user: question"."""
     out = {}
     for block in stdout.split("\n─")[1:]:
         head, _, rest = block.partition("\n")
         if " asks: " not in head:
             continue
         who, question = head.strip("─ ").split(" asks: ")
-        out[f"{who}: {question.strip('─ ')}"] = rest.split("\ncontext: ")[0]
+        assert rest.startswith("recommended · ")
+        out[f"{who}: {question.strip('─ ')}"] = rest.split("\n  provenance")[0]
     return out
 
 
-def _says_new_after_old(answer: str, new: str, old: str) -> bool:
+def _says_new_after_old(context: str, new: str, old: str) -> bool:
     """The new value is there, and the old one (if quoted) reads before it."""
-    return new in answer and (old not in answer or answer.index(old) < answer.rindex(new))
+    return new in context and (old not in context or context.index(old) < context.rindex(new))
 
 
-def test_demo_without_models_answers_the_changed_facts_with_their_new_values() -> None:
-    """Maya moved her flight, switched her runs and changed her diet; Leo never mentioned
-    Lisbon. The model-free answer quotes the dated memories oldest first: the new value is
-    there and reads after the old; Leo's question gets that memory holds nothing."""
-    answers = _answers(_demo("--no-slm").stdout)
-    flight = answers["maya: When is my flight to Lisbon?"]
+def test_the_demo_shows_the_newest_statement_of_every_changed_fact() -> None:
+    """The recommended configuration, as `make demo` runs it: Maya moved her flight,
+    switched her runs and changed her diet, Leo switched shifts: each context holds the newest
+    statement, after the older one where both are delivered, under its date; Leo never
+    mentioned Lisbon, and his question is refused. No model is called."""
+    done = _demo()
+    assert "8 of 8 checks passed" in done.stdout
+    assert "model calls: 0, model tokens: 0" in done.stdout
+    assert "Loading weights" not in done.stdout + done.stderr
+    contexts = _contexts(done.stdout)
+    assert len(contexts) == 8
+    flight = contexts["maya: When is my flight to Lisbon?"]
     assert _says_new_after_old(flight, "to 9 October", "on 10 October")
-    running = answers["maya: When do I go running?"]
+    assert "[30 September 2026]" in flight  # the newer statement's date says it is newer
+    running = contexts["maya: When do I go running?"]
     assert _says_new_after_old(running, "switched my runs to the evenings", "in the mornings")
-    diet = answers["maya: What do I eat these days?"]
+    diet = contexts["maya: What do I eat these days?"]
     assert _says_new_after_old(diet, "started eating fish", "vegetarian")
-    assert answers["leo: Where am I staying in Lisbon?"].strip() == (
-        "Memory holds nothing about that."
-    )
+    shifts = contexts["leo: Do I still work nights?"]
+    assert _says_new_after_old(shifts, "to day shifts", "nurse on night shifts")
+    assert "Tofu" in contexts["leo: What is my cat called?"]
+    assert "Memory holds nothing about that." in contexts["leo: Where am I staying in Lisbon?"]
+    assert "Casa Alfama" not in contexts["leo: Where am I staying in Lisbon?"]
 
 
-def test_demo_runs_the_slm_roles() -> None:
-    """The demo's default path, on the smoke-test model CI provisions (the default model,
-    qwen0.5b, is provisioned by `make demo`)."""
+def test_the_demo_runs_the_slm_roles_beside_the_recommended_configuration() -> None:
+    """``--model``: every role on the model, its answers printed beside the recommended ones
+    with its calls; the exit status is still the recommended run's checks (the smoke-test
+    model CI provisions)."""
     done = _demo("--model", "smollm2", timeout=900)
-    assert done.stdout.count("asks:") == 8
-    calls = int(done.stdout.rsplit("model calls: ", 1)[1].split()[0])
-    assert calls >= 8  # the writer at ingestion, then controller and selector per question
+    assert done.stdout.count("\nroles on smollm2 · ") == 8
+    assert done.stdout.count("\nrecommended · ") == 8
+    summary = done.stdout.rsplit("roles on smollm2: ", 1)[1]
+    calls = int(summary.split("model calls: ")[1].split(",")[0])
+    assert calls >= 8  # the writer at ingestion, then the controller and generator per question
+    assert "recommended: 8 of 8 checks passed" in done.stdout
     assert "missing from the journal" not in done.stdout
