@@ -103,7 +103,11 @@ def _load(path: Path) -> dict[str, Tenant]:
         tenant, digest = record.get("tenant"), record.get("sha256")
         if not isinstance(tenant, str) or not isinstance(digest, str) or len(digest) != 64:
             raise ConfigError(f"{path}: key {index} needs a tenant and a sha256")
-        ring[digest] = Tenant(validate_tenant(tenant), record.get("admin") is True)
+        try:
+            name = validate_tenant(tenant)
+        except InvalidInputError as exc:  # the file is configuration: its faults are ConfigError
+            raise ConfigError(f"{path}: key {index}: {exc}") from exc
+        ring[digest] = Tenant(name, record.get("admin") is True)
     return ring
 
 
@@ -134,12 +138,12 @@ class KeyRing:
                 return
             try:
                 ring = _load(self.path)
-            except ConfigError:
+            except ConfigError as exc:
                 if not self._ring:
                     raise
-                # a file caught half-edited must not lock every tenant out: keep the last
-                # good keys until it reads again
-                logger.warning("keys file %s unreadable; keeping the keys read before", self.path)
+                # a file caught half-edited, or with one bad entry, must not lock every tenant
+                # out: keep the last good keys until it reads again
+                logger.warning("keys file refused (%s); keeping the keys read before", exc)
                 return
             self._ring, self._stamp = ring, stamp
 

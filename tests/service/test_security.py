@@ -151,6 +151,38 @@ def test_keys_are_stored_hashed_and_a_new_key_works_without_a_restart(served: Se
         assert newcomer.add("I keep two goats.", user_id="n1").entries
 
 
+@pytest.mark.parametrize("tenant", ["acme:ana", "", 7])
+def test_a_keys_file_entry_with_a_bad_tenant_keeps_the_last_good_keys(
+    tmp_path: Path, tenant: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An entry written by hand with a tenant the service refuses must not turn every tenant's
+    requests into 500s: the service keeps the keys it read before, says why, and reads the
+    file again once it is fixed."""
+    import json
+
+    keys = make_keys(tmp_path)
+    good = keys.path.read_text()
+    with (
+        Memory(TiermemConfig.for_tests()) as memory,
+        in_thread(memory, keys, ServiceConfig()) as url,
+        RemoteMemory(url, keys.acme) as acme,
+        RemoteMemory(url, keys.beta) as beta,
+    ):
+        acme.add("I keep two goats.", user_id="ana")
+        data = json.loads(good)
+        data["keys"].append({"tenant": tenant, "sha256": "0" * 64, "admin": False})
+        time.sleep(0.01)  # a later mtime than the file the service read
+        keys.path.write_text(json.dumps(data))
+        with caplog.at_level("WARNING", logger="tiermem.service.keys"):
+            assert acme.get_all("ana")  # served, with the last good keys
+            assert beta.get_all("bob") == []
+        assert "keeping the keys read before" in caplog.text
+        assert "key 4" in caplog.text  # which entry, and why
+        time.sleep(0.01)
+        keys.path.write_text(good)
+        assert len(acme.get_all("ana")) == 1
+
+
 def test_a_text_over_the_service_limit_is_the_memory_error(tmp_path: Path) -> None:
     keys = make_keys(tmp_path)
     limits = ServiceConfig(max_text_chars=100)
