@@ -23,6 +23,13 @@ def test_readme_starts_with_the_install_and_test_commands() -> None:
     assert ci.strip().splitlines()[-1] == "make test"
 
 
+def test_readme_is_short_and_its_quickstart_comes_early() -> None:
+    lines = README.read_text().splitlines()
+    assert len(lines) <= 300
+    assert lines.index("```python") < 80
+    assert "pip install ." in README.read_text()
+
+
 @pytest.mark.real_model
 def test_readme_python_example_runs(tmp_path: Path) -> None:
     code = re.search(r"```python\n(.*?)```", README.read_text(), re.S)
@@ -35,4 +42,7 @@ def test_readme_python_example_runs(tmp_path: Path) -> None:
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    assert "I moved my flight to 9 October." in done.stdout
+    # both statements, the newer one after the older, under its date
+    out = done.stdout
+    assert out.index("10 October.") < out.index("[30 September 2026]") < out.index("9 October.")
+    assert "Traceback" not in done.stderr

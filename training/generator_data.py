@@ -17,7 +17,7 @@ statements ``answer()`` offers. The prompt is rendered as the model generator se
   often something the *other* speaker did): ``NOTHING_IN_MEMORY``, only with
   ``adversarial_refusals``. Off by default: their contexts are about the question's subject,
   and a LoRA taught them (312 of 1,635 examples) refused a third of LoCoMo's answerable test
-  questions and 23 % of ``bench updates``' (README, "Generator training");
+  questions and 23 % of ``bench updates``' (docs/decisions.md, "Generator");
 - a question whose context is empty (``answer()`` refuses it without asking the model): no
   example, as no call is made;
 - LongMemEval's ``single-session-preference`` questions: none, as their "answer" describes

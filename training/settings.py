@@ -7,7 +7,7 @@ The defaults are sized for qwen0.5b on a 2-core CPU, under an hour: 1,500 exampl
 - Measured with these defaults on this machine, idle: 239 steps on 1,505 examples in 674 s
   (11.4 min with loading and export). The mean loss went from 0.67 over the first 20 steps to
   0.45-0.49 over the last 60 (the label prior's entropy is 0.65), and the adapter beat rank
-  fusion on the held-out conversations (README, "Selector training").
+  fusion on the held-out conversations (docs/decisions.md, "Selector").
 - Measured earlier while other agents kept it busy (load average 3.5-7 on 2 cores): a step
   took 2.8 s in a profile and 4.7-19 s in a run of six steps, so 1,500 examples take up to
   50 minutes there.

@@ -18,13 +18,13 @@ from typing import Protocol
 from tiermem.smalltalk import split_small_talk
 from tiermem.types import MemoryEntry, MemoryKind, Turn
 
-# Knobs of the model-free write path, not yet re-chosen on all three data sets (README,
-# "Choosing the knobs": each value tried costs a new embedding of LongMemEval-S).
+# Knobs of the model-free write path, not yet re-chosen on all three data sets
+# (docs/decisions.md, "Write path"; each value tried costs a new embedding of LongMemEval-S).
 EXCHANGE_SIDE_WORDS = 60  # the most words an exchange takes from each of its two bursts
 EXCHANGE_SIDE_TURNS = 16  # and the most messages
 CHUNK_WORDS: int | None = 120  # a longer turn is indexed in pieces of this many words
-# A shorter turn of several sentences is indexed as its sentences too (README, "Choosing the
-# knobs": sentences of a turn); one shorter than this ("Yes!", "Thanks a lot.") gets none.
+# A shorter turn of several sentences is indexed as its sentences too (docs/decisions.md,
+# "Write path"); one shorter than this ("Yes!", "Thanks a lot.") gets none.
 SENTENCE_MIN_WORDS = 4
 
 # A sentence ends at . ! or ? (maybe closed by a quote or bracket) followed by white space.
