@@ -12,6 +12,9 @@ from types import ModuleType
 from tiermem.errors import InvalidInputError
 from tiermem.extras import extra_dependency
 
+SYSTEMS = ("tiermem", "naive-rag", "bm25", "hybrid", "full-context")
+"""What ``tiermem bench locomo`` compares by default."""
+
 
 class BenchInputError(InvalidInputError):
     """A benchmark argument that names nothing usable (a conversation, a system, a budget)."""

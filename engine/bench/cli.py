@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from tiermem.bench import SYSTEMS
 from tiermem.config import ONLINE_ROLES, TiermemConfig
 from tiermem.errors import InvalidInputError
 
@@ -61,7 +62,9 @@ def add_bench_parser(commands: Any) -> Any:
     emb.add_argument("--turns", type=int, default=1000, help="the first N turns of each file")
     emb.add_argument("--queries", type=int, default=50, help="questions embedded one at a time")
     emb.add_argument("--out", type=Path, help="also write the rows as JSON here")
-    loco = suites.add_parser("locomo", help="tiermem beside naive-rag, bm25, full-context")
+    loco = suites.add_parser(
+        "locomo", help="tiermem beside naive-rag, bm25, hybrid (their RRF), full-context"
+    )
     loco.add_argument(
         "--data",
         type=Path,
@@ -96,7 +99,7 @@ def add_bench_parser(commands: Any) -> Any:
     )
     loco.add_argument(
         "--systems",
-        default=",".join(("tiermem", "naive-rag", "bm25", "full-context")),
+        default=",".join(SYSTEMS),
         help="comma-separated; also tiermem+observations: the gold observations written "
         "beside the turns, a perfect writer's ceiling (LoCoMo only)",
     )

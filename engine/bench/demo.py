@@ -128,11 +128,22 @@ def _show(runs: list[Run], console: Console) -> bool:
                     f"[bold]{run.label}[/] · {result.context_tokens} context tokens · "
                     f"check {mark}: {verdict.detail}"
                 )
-                console.print(_indent(result.text), highlight=False, markup=False)
-                if i == 0:
+                if i == 0:  # the extractive answer is the context itself
+                    console.print(_indent(result.text), highlight=False, markup=False)
                     _show_provenance(result, console)
                     passed &= verdict.ok
+                else:
+                    console.print("  context its roles delivered (turns, oldest first):")
+                    console.print(_turn_lines(result), highlight=False, markup=False)
+                    console.print("  its answer:")
+                    console.print(_indent(result.text), highlight=False, markup=False)
     return passed
+
+
+def _turn_lines(result: AnswerResult) -> str:
+    turns = sorted(result.source_turns.values(), key=lambda t: t.timestamp)
+    lines = [f"[{human_date(t.timestamp)}] {t.speaker}: {t.content}" for t in turns]
+    return _indent("\n".join(lines) or "(none)")
 
 
 def _indent(text: str) -> str:

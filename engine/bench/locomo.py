@@ -23,14 +23,22 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from tiermem.bench import BenchInputError
+from tiermem.bench import SYSTEMS, BenchInputError
 from tiermem.bench import judge as judge_prompt
 from tiermem.bench.datasets import load_dataset
 from tiermem.bench.datasets.bursty import burst, split_turns
 from tiermem.bench.datasets.conversation import Conversation, Question, Quirks, split_of
 from tiermem.bench.embed_cache import CachedEmbedder
 from tiermem.bench.metrics import answer_f1, bleu1, evidence_recall
-from tiermem.bench.systems import BM25, FullContext, NaiveRAG, Retrieved, System, Tiermem
+from tiermem.bench.systems import (
+    BM25,
+    FullContext,
+    Hybrid,
+    NaiveRAG,
+    Retrieved,
+    System,
+    Tiermem,
+)
 from tiermem.config import (
     ONLINE_ROLES,
     EmbedderConfig,
@@ -47,7 +55,6 @@ from tiermem.slm.registry import BackendPool
 from tiermem.slm.roles.common import RoleRuntime
 from tiermem.tokens import ApproxTokenCounter
 
-SYSTEMS = ("tiermem", "naive-rag", "bm25", "full-context")  # what a run compares by default
 # tiermem with the data set's gold observations written beside the turns: a perfect writer's
 # ceiling on recall (tiermem.bench.observations); LoCoMo only, asked for by name
 OBSERVATIONS = "tiermem+observations"
@@ -153,6 +160,8 @@ def _system(name: str, cfg: RunConfig, embedder: Any) -> System:
         return NaiveRAG(embedder, cfg.k)
     if name == "bm25":
         return BM25(cfg.k)
+    if name == "hybrid":
+        return Hybrid(embedder, cfg.k)
     if name == "full-context":
         return FullContext()
     raise BenchInputError(f"unknown system {name!r}; known: {', '.join(KNOWN_SYSTEMS)}")

@@ -4,8 +4,8 @@ Each data set (a file, or the bursty variant of one) is a run of its own
 (:func:`tiermem.bench.locomo.run`) with its outputs under ``OUT/<name>`` (a single data set
 writes into ``OUT`` itself, as ``tiermem bench locomo --data FILE`` always has, so a run in
 progress resumes where it was); every run shares one embedder (and its on-disk cache). The
-summary has one row per data set and budget: tiermem's, naive-rag's and bm25's evidence
-recall on the headline questions, tiermem's lead over the better baseline, the tokens each
+summary has one row per data set and budget: the evidence recall of tiermem, naive-rag, bm25
+and hybrid on the headline questions, tiermem's lead over the best baseline, the tokens each
 delivered, and tiermem's and naive-rag's retrieval p50.
 """
 
@@ -30,8 +30,8 @@ from tiermem.bench.locomo import (
     run_embedder,
 )
 
-COMPARED = ("tiermem", "naive-rag", "bm25")
-BASELINES = ("naive-rag", "bm25")
+COMPARED = ("tiermem", "naive-rag", "bm25", "hybrid")
+BASELINES = ("naive-rag", "bm25", "hybrid")
 TIMED = ("tiermem", "naive-rag")
 
 

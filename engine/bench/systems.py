@@ -115,10 +115,18 @@ class NaiveRAG:
         self._matrix = self._embedder.embed(self._turns.indexed, EmbedMode.DOCUMENT)
         return BuildCost(seconds=time.perf_counter() - started, entries=len(self._turns.ordered))
 
+    @property
+    def turns(self) -> _Turns:
+        return self._turns
+
+    def ranking(self, question: str) -> list[int]:
+        """Every turn's index, nearest first."""
+        scores = self._matrix @ self._embedder.embed([question], EmbedMode.QUERY)[0]
+        return [int(i) for i in np.argsort(-scores, kind="stable")]
+
     def deliver(self, question: str, budgets: Sequence[Budget]) -> list[Retrieved]:
         started = time.perf_counter()
-        scores = self._matrix @ self._embedder.embed([question], EmbedMode.QUERY)[0]
-        ranked = [int(i) for i in np.argsort(-scores, kind="stable")]
+        ranked = self.ranking(question)
         return _ranked_delivery(
             self._turns, ranked, self._k, budgets, time.perf_counter() - started
         )
@@ -144,12 +152,47 @@ class BM25:
         }
         return BuildCost(seconds=time.perf_counter() - started, entries=len(self._turns.ordered))
 
+    def ranking(self, question: str) -> list[int]:
+        """The index of every turn that shares a term with ``question``, best first."""
+        scores = bm25_scores(self._docs, question, DEFAULT_K1, DEFAULT_B)
+        return sorted((i for i in scores if scores[i] > 0), key=lambda i: (-scores[i], i))
+
     def deliver(self, question: str, budgets: Sequence[Budget]) -> list[Retrieved]:
         started = time.perf_counter()
-        scores = bm25_scores(self._docs, question, DEFAULT_K1, DEFAULT_B)
-        ranked = sorted((i for i in scores if scores[i] > 0), key=lambda i: (-scores[i], i))
+        ranked = self.ranking(question)
         return _ranked_delivery(
             self._turns, ranked, self._k, budgets, time.perf_counter() - started
+        )
+
+    def close(self) -> None:
+        return None
+
+
+class Hybrid:
+    """Turns by plain reciprocal-rank fusion of MiniLM cosine and BM25 (``k = 60``, both
+    rankings whole): the simplest hybrid retrieval a user could build, and the baseline
+    tiermem's machinery has to beat."""
+
+    RRF_K = 60  # the constant of the original RRF paper, unchosen
+
+    def __init__(self, embedder: Embedder, k: int) -> None:
+        self.name = "hybrid"
+        self._k = k
+        self._dense, self._lexical = NaiveRAG(embedder, k), BM25(k)
+
+    def build(self, sample: Conversation) -> BuildCost:
+        dense, lexical = self._dense.build(sample), self._lexical.build(sample)
+        return BuildCost(seconds=dense.seconds + lexical.seconds, entries=dense.entries)
+
+    def deliver(self, question: str, budgets: Sequence[Budget]) -> list[Retrieved]:
+        started = time.perf_counter()
+        fused: dict[int, float] = {}
+        for ranking in (self._dense.ranking(question), self._lexical.ranking(question)):
+            for rank, i in enumerate(ranking):
+                fused[i] = fused.get(i, 0.0) + 1.0 / (self.RRF_K + rank + 1)
+        ranked = sorted(fused, key=lambda i: (-fused[i], i))
+        return _ranked_delivery(
+            self._dense.turns, ranked, self._k, budgets, time.perf_counter() - started
         )
 
     def close(self) -> None:

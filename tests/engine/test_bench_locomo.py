@@ -89,13 +89,18 @@ def test_every_system_answers_every_question_with_measured_recall(tmp_path: Path
     cfg = _config(tmp_path)
     results = run(cfg, Console(quiet=True))
     records = _records(cfg)
-    assert len(records) == 4 * 5
+    assert len(records) == 5 * 5
     full = [r for r in records if r["system"] == "full-context"]
     assert all(r["recall"] == 1.0 for r in full if r["category"] != "adversarial")
     assert all(len(r["delivered"]) == 5 for r in full)
     bm25 = {r["index"]: r for r in records if r["system"] == "bm25"}
     assert bm25[1]["delivered"][0] == "D1:2"  # "oboe"/"orchestra" match lexically
     assert bm25[1]["recall"] == 1.0
+    # hybrid fuses the two rankings: BM25's first is in its top two, whatever the dense
+    # ranking: only a turn BM25 also ranks could outrank it
+    hybrid = {r["index"]: r for r in records if r["system"] == "hybrid"}
+    assert "D1:2" in hybrid[1]["delivered"][:2]
+    assert all(h["context_tokens"] > 0 for h in hybrid.values())
     for r in records:
         assert len(r["delivered"]) <= (5 if r["system"] == "full-context" else 2 * 2)
         assert r["context_tokens"] > 0
@@ -155,7 +160,7 @@ def test_budgets_are_ceilings_every_system_meets_in_its_own_order(tmp_path: Path
     cfg = _config(tmp_path, budgets=(25, 1000))
     results = run(cfg, Console(quiet=True))
     records = _records(cfg)
-    for name in ("tiermem", "naive-rag", "bm25"):
+    for name in ("tiermem", "naive-rag", "bm25", "hybrid"):
         mine = [r for r in records if r["system"] == name]
         assert sorted({r["budget"] for r in mine}) == [25, 1000]
         for r in mine:
@@ -167,13 +172,13 @@ def test_budgets_are_ceilings_every_system_meets_in_its_own_order(tmp_path: Path
         assert all(sorted(r["delivered"]) == sorted(set(r["delivered"])) for r in large)
         # naive-rag ranks every turn; bm25 only those sharing a word; tiermem cuts the
         # hits that no retriever scored near its best.
-        assert all(len(r["delivered"]) == 5 for r in large if name == "naive-rag")
+        assert all(len(r["delivered"]) == 5 for r in large if name in ("naive-rag", "hybrid"))
         assert all(r["delivered"] for r in large)
     full = [r for r in records if r["system"] == "full-context"]
     assert [r["budget"] for r in full] == [None] * 5  # measured once, whole
     summary = results["summary"]
     assert summary["headline_budget"] == 1000
-    assert set(summary["curve"]) == {"tiermem", "naive-rag", "bm25"}
+    assert set(summary["curve"]) == {"tiermem", "naive-rag", "bm25", "hybrid"}
     assert summary["curve"]["bm25"][25]["overall"]["context_tokens"] <= 25
     assert summary["overall"]["tiermem"]["recall"] == 1.0  # read at the headline budget
     report = (cfg.out / "report.md").read_text()

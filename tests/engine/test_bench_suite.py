@@ -66,6 +66,7 @@ def test_every_file_is_run_into_its_own_folder_and_summed_up(
             "tiermem",
             "naive-rag",
             "bm25",
+            "hybrid",
             "full-context",
         }
     rows = result["rows"]
@@ -74,12 +75,13 @@ def test_every_file_is_run_into_its_own_folder_and_summed_up(
     ]
     for row in rows:
         curve = result["runs"][row.dataset]["summary"]["curve"]
-        for system in ("tiermem", "naive-rag", "bm25"):
+        for system in ("tiermem", "naive-rag", "bm25", "hybrid"):
             point = curve[system][row.budget]["overall"]
             assert row.recall[system] == point["recall"]
             assert row.tokens[system] == point["context_tokens"]
         assert row.lead == pytest.approx(
-            row.recall["tiermem"] - max(row.recall["naive-rag"], row.recall["bm25"])
+            row.recall["tiermem"]
+            - max(row.recall["naive-rag"], row.recall["bm25"], row.recall["hybrid"])
         )
         assert row.retrieval_p50_s["tiermem"] is not None
     summary = (out / "summary.md").read_text()
@@ -97,7 +99,7 @@ def test_empty_messages_are_a_quirk_and_the_run_finishes(
     cfg = RunConfig(data=lme, out=tmp_path / "lme", k=2, embedder=HASH)
     results = run(cfg, Console(quiet=True))
     assert results["quirks"]["empty messages (skipped)"] == 2
-    assert len(_records(cfg.out)) == 4 * 4  # every system, every question
+    assert len(_records(cfg.out)) == 5 * 4  # every system, every question
     delivered = {t for r in _records(cfg.out) for t in r["delivered"]}
     assert not delivered & {"D1:9", "D2:9"}
     assert "| empty messages (skipped) | 2 |" in (cfg.out / "report.md").read_text()
