@@ -126,6 +126,20 @@ def add_bench_parser(commands: Any) -> Any:
     loco.add_argument("--judge-model", help="the judge's model name at that endpoint")
     loco.add_argument("--resume", action="store_true", help="continue an interrupted run")
     loco.add_argument(
+        "--lodo",
+        action="store_true",
+        help="leave one data set out: each data set's figure from the settings chosen on the "
+        "others (give two or more --data)",
+    )
+    loco.add_argument(
+        "--lodo-grid",
+        action="append",
+        default=[],
+        metavar="SECTION.SETTING=V1,V2",
+        help="with --lodo: values of a read-path setting to choose among (repeat for several; "
+        "the candidates are the defaults and every combination)",
+    )
+    loco.add_argument(
         "--config",
         type=Path,
         help="tiermem's configuration (TOML): its [embedder] (for naive-rag too), "
@@ -214,7 +228,15 @@ def run_bench(args: argparse.Namespace, console: Console) -> None:
             embedder=tiermem.embedder,
             tiermem=tiermem,
         )
-        run_all(dataset_configs(base, args.data, args.bursty), args.out, console)
+        configs = dataset_configs(base, args.data, args.bursty)
+        if args.lodo:
+            from tiermem.bench.lodo import parse_grid, run_lodo
+
+            run_lodo(configs, parse_grid(args.lodo_grid), args.out, console)
+        elif args.lodo_grid:
+            raise InvalidInputError("--lodo-grid chooses settings for --lodo: add --lodo")
+        else:
+            run_all(configs, args.out, console)
     elif args.suite == "ablations":
         from tiermem.bench.ablations import main as ablations_main
 

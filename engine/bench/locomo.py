@@ -87,6 +87,8 @@ class RunConfig:
     # sections apply; the run sets the storage (under OUT) and ``--model``. ``embedder`` is
     # the run's, for naive-rag too (the CLI takes it from that file).
     tiermem: TiermemConfig = field(default_factory=TiermemConfig)
+    # where tiermem keeps its memories; None: ``out/state`` (``--lodo`` candidates share one)
+    state_dir: Path | None = None
 
     @property
     def name(self) -> str:
@@ -155,7 +157,7 @@ def _system(name: str, cfg: RunConfig, embedder: Any) -> System:
         cached = embedder if isinstance(embedder, CachedEmbedder) else None
         if name == OBSERVATIONS:
             return Tiermem(config, cfg.out / "state-observations", cfg.k, cached, observations=True)
-        return Tiermem(config, cfg.out / "state", cfg.k, cached)
+        return Tiermem(config, cfg.state_dir or cfg.out / "state", cfg.k, cached)
     if name == "naive-rag":
         return NaiveRAG(embedder, cfg.k)
     if name == "bm25":
