@@ -195,7 +195,8 @@ def error_injection(
 ) -> list[Row]:
     user = sample.sample_id
     noise = [q.question for s in samples if s.sample_id != user for q in s.questions]
-    base = TiermemConfig(slm=SLMConfig(backend=LlamaCppConfig(model=model)))
+    roles = SLMConfig(backend=LlamaCppConfig(model=model), selector_mode="listwise")
+    base = TiermemConfig(slm=roles)  # every role, the selector listwise, as measured
     with tempfile.TemporaryDirectory(prefix="tiermem-errors-") as tmp:
         clean_dir = Path(tmp) / "clean"
         if state is not None:

@@ -146,7 +146,8 @@ def _system(name: str, cfg: RunConfig, embedder: Any) -> System:
     if name in ("tiermem", OBSERVATIONS):
         slm = cfg.tiermem.slm
         if cfg.model:
-            slm = SLMConfig(backend=LlamaCppConfig(model=cfg.model))
+            # the roles as measured (tiermem.presets): the selector listwise, not fusion
+            slm = SLMConfig(backend=LlamaCppConfig(model=cfg.model), selector_mode="listwise")
             slm = slm.model_copy(
                 update={
                     role: getattr(slm, role).model_copy(update={"enabled": role in cfg.roles})

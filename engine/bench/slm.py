@@ -80,7 +80,9 @@ def run_path(
 
 def _config(root: Path, model: str | None, k: int) -> TiermemConfig:
     config = TiermemConfig.for_data_dir(root)
-    slm = SLMConfig(backend=LlamaCppConfig(model=model)) if model else SLMConfig()
+    # every role as measured (tiermem.presets): the selector listwise, not fusion
+    listwise = SLMConfig(backend=LlamaCppConfig(model=model), selector_mode="listwise")
+    slm = listwise if model else SLMConfig()
     return config.model_copy(
         update={
             "slm": slm,
