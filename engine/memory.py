@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import threading
 import weakref
 from collections.abc import Iterable
@@ -75,6 +76,8 @@ def _close_open_memories() -> None:
     """Close what a script left open while the interpreter can still run the stores' close
     (qdrant-client's own finaliser, run later at teardown, fails with a traceback)."""
     for memory in list(_OPEN):
+        if memory._pid != os.getpid():  # a forked child's copy: the parent owns the files
+            continue
         try:
             memory.close()
         except Exception:
@@ -101,6 +104,7 @@ class Memory:
         self._closed = False
         self._consolidation: Consolidation | None = None
         self._turns_since_trigger = 0
+        self._pid = os.getpid()
         try:  # finish what a crash left half-done, before anything reads or writes
             recover(self._c)
         except BaseException:
@@ -122,7 +126,7 @@ class Memory:
         data_dir: str | Path | None = None,
         *,
         model: str | None = None,
-        roles: Iterable[str] | None = None,
+        roles: str | Iterable[str] | None = None,
         ltm: bool = False,
         clock: Clock | None = None,
     ) -> Memory:

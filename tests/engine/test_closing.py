@@ -210,3 +210,34 @@ def test_a_memory_left_open_is_closed_at_exit_without_a_traceback(tmp_path: Path
     )
     assert again.returncode == 0, again.stderr
     assert again.stdout.splitlines()[0] == "1"
+
+
+def test_a_forked_child_leaves_its_parents_memory_open_at_exit(tmp_path: Path) -> None:
+    """A child of ``os.fork()`` (a preloading web server's worker) that exits normally runs
+    the exit handlers too: it must not close, save over or unlock the parent's stores."""
+    import subprocess
+    import sys
+
+    script = (
+        "import os, sys\n"
+        "from tiermem import Memory, TiermemConfig\n"
+        "from tiermem.config import EmbedderConfig\n"
+        "config = TiermemConfig.for_data_dir('data').model_copy(\n"
+        "    update={'embedder': EmbedderConfig(provider='hash', model='hash-384')})\n"
+        "memory = Memory(config)\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    sys.exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+        "lock = open('data/journal.sqlite3.lock').read().strip()\n"
+        "print('lock names the parent', lock == str(os.getpid()))\n"
+        "memory.add('I moved my flight to 9 October.', user_id='maya')\n"
+        "print('entries', len(memory.get_all('maya')))\n"
+        "memory.close()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "lock names the parent True" in done.stdout  # the child did not clear it
+    assert "entries 1" in done.stdout
