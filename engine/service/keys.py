@@ -119,6 +119,7 @@ class KeyRing:
         self.path = path
         self._lock = threading.Lock()
         self._stamp: tuple[int, int] | None = None
+        self._refused: tuple[int, int] | None = None  # the version of the file last refused
         self._ring: dict[str, Tenant] = {}
         self._refresh()
         if not self._ring:
@@ -134,16 +135,17 @@ class KeyRing:
         else:
             stamp = (stat.st_mtime_ns, stat.st_size)
         with self._lock:
-            if stamp == self._stamp and stamp is not None:
-                return
+            if stamp is not None and stamp in (self._stamp, self._refused):
+                return  # read already, or refused already: nothing new to read
             try:
                 ring = _load(self.path)
             except ConfigError as exc:
                 if not self._ring:
                     raise
                 # a file caught half-edited, or with one bad entry, must not lock every tenant
-                # out: keep the last good keys until it reads again
+                # out: keep the last good keys until it changes and reads again
                 logger.warning("keys file refused (%s); keeping the keys read before", exc)
+                self._refused = stamp
                 return
             self._ring, self._stamp = ring, stamp
 
