@@ -59,11 +59,12 @@ class AsyncMemory:
         data_dir: str | Path | None = None,
         *,
         model: str | None = None,
+        roles: str | Iterable[str] | None = None,
         ltm: bool = False,
         clock: Clock | None = None,
     ) -> AsyncMemory:
         memory = cls.__new__(cls)
-        memory.sync = Memory.from_defaults(data_dir, model=model, ltm=ltm, clock=clock)
+        memory.sync = Memory.from_defaults(data_dir, model=model, roles=roles, ltm=ltm, clock=clock)
         return memory
 
     async def add(

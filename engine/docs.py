@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     target = Path((argv or sys.argv[1:] or ["docs"])[0])
     target.mkdir(parents=True, exist_ok=True)
     for name, render in PAGES.items():
-        (target / name).write_text(render())
+        (target / name).write_text(render(), encoding="utf-8")
         print(f"wrote {target / name}")
     return 0
 

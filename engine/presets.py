@@ -14,6 +14,8 @@ True
 
 from __future__ import annotations
 
+import inspect
+import logging
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -24,6 +26,8 @@ from tiermem.errors import ConfigError
 
 if TYPE_CHECKING:
     from tiermem.config import TiermemConfig
+
+logger = logging.getLogger(__name__)
 
 ROLES = ("controller", "selector", "writer", "generator")
 """The small-model roles ``Memory.from_defaults(model=..., roles=...)`` can turn on."""
@@ -124,9 +128,10 @@ def measured_winners(model: str) -> tuple[str, ...]:
     return tuple(role for role in ROLES if (v := verdict(role, model)) and v.beats_model_free)
 
 
-def check_roles(roles: Iterable[str]) -> tuple[str, ...]:
-    """``roles`` as a tuple, each one a known role (``ConfigError`` names the known ones)."""
-    chosen = tuple(dict.fromkeys(roles))
+def check_roles(roles: str | Iterable[str]) -> tuple[str, ...]:
+    """``roles`` as a tuple (one name alone is one role), each a known role (``ConfigError``
+    names the known ones)."""
+    chosen = (roles,) if isinstance(roles, str) else tuple(dict.fromkeys(roles))
     unknown = [role for role in chosen if role not in ROLES]
     if unknown:
         raise ConfigError(f"unknown role(s) {unknown}; the roles are {list(ROLES)}")
@@ -142,12 +147,22 @@ def warn_losing_roles(roles: Iterable[tuple[str, str]]) -> None:
     warnings.warn(
         f"running role(s) measured not to beat their model-free stage: {lines}",
         MeasuredToLoseWarning,
-        stacklevel=3,
+        stacklevel=_caller_level(),
     )
 
 
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside tiermem: the warning points at the
+    caller's line (``Memory(...)``, ``from_defaults``), not at tiermem's own."""
+    package = str(Path(__file__).resolve().parent)
+    level, frame = 1, inspect.currentframe()
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level - 1
+
+
 def defaults_config(
-    data_dir: str | Path, *, model: str | None = None, roles: Iterable[str] | None = None
+    data_dir: str | Path, *, model: str | None = None, roles: str | Iterable[str] | None = None
 ) -> TiermemConfig:
     """The embedded default under ``data_dir``; with ``model``, the roles ``roles`` names
     (default: those measured to win on it) on that model in-process, model-free the rest."""
@@ -159,6 +174,10 @@ def defaults_config(
             raise ConfigError(f"roles {list(roles)} need a model: pass model=")
         return config
     chosen = check_roles(measured_winners(model) if roles is None else roles)
+    if not chosen:
+        logger.info(
+            "no role was measured to beat its model-free stage on %s: all model-free", model
+        )
     slm = config.slm
     selector_mode = slm.selector_mode
     if "selector" in chosen and selector_mode == "fusion":
@@ -217,7 +236,7 @@ PRESETS: tuple[Preset, ...] = (
         'Memory.from_defaults("./data")',
         "hybrid first stage (MiniLM cosine + BM25, fused by rank), verbatim turns, sentences, "
         "pieces and exchanges, rank-fusion selection, extractive answer; no model calls",
-        "LoCoMo conv-26, k = 10: 58.8 % evidence recall against 40.6 % with every role on "
+        "LoCoMo conv-26, k = 10, one run: 53.8 % evidence recall against 40.6 % with every role on "
         "qwen0.5b, 0 model calls a turn against 0.146",
         "tiermem bench slm --data locomo10.json --model qwen0.5b",
     ),

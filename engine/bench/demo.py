@@ -47,7 +47,7 @@ def check_answer(question: DemoQuestion, text: str) -> Verdict:
     older = question.older
     if older is None or older not in text:
         return Verdict(True, "holds the statement" if older is None else "holds the newest")
-    if text.index(older) < text.rindex(newest):
+    if text.rindex(older) < text.rindex(newest):
         return Verdict(True, "holds the newest statement, after the older one")
     return Verdict(False, f"the older statement ({older!r}) reads after the newest")
 

@@ -96,8 +96,8 @@ def test_every_system_answers_every_question_with_measured_recall(tmp_path: Path
     bm25 = {r["index"]: r for r in records if r["system"] == "bm25"}
     assert bm25[1]["delivered"][0] == "D1:2"  # "oboe"/"orchestra" match lexically
     assert bm25[1]["recall"] == 1.0
-    # hybrid fuses the two rankings: BM25's first is in its top two, whatever the dense
-    # ranking: only a turn BM25 also ranks could outrank it
+    # hybrid fuses the two rankings: on this fixture BM25's first is in its top two (only
+    # D2:1, which BM25 also ranks, could outrank it)
     hybrid = {r["index"]: r for r in records if r["system"] == "hybrid"}
     assert "D1:2" in hybrid[1]["delivered"][:2]
     assert all(h["context_tokens"] > 0 for h in hybrid.values())

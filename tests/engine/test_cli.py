@@ -47,6 +47,23 @@ def test_demo_shows_each_context_with_its_provenance_and_checks(
     assert "0 new memories, 20 turns already known" in again
 
 
+def test_the_demo_checks_fail_a_stale_or_missing_newest_statement() -> None:
+    from tiermem.bench.demo import check_answer
+    from tiermem.bench.demo_data import DemoQuestion
+    from tiermem.generator import NOTHING_IN_MEMORY
+
+    flight = DemoQuestion("When is my flight?", "to 9 October", "on 10 October")
+    assert check_answer(flight, "booked on 10 October. moved it to 9 October.").ok
+    assert check_answer(flight, "moved it to 9 October.").ok  # the older one not delivered
+    assert not check_answer(flight, "booked on 10 October.").ok  # the newest is missing
+    stale_last = "booked on 10 October. moved it to 9 October. booked on 10 October."
+    assert not check_answer(flight, stale_last).ok  # the stale value reads last
+    assert not check_answer(flight, NOTHING_IN_MEMORY).ok
+    lisbon = DemoQuestion("Where am I staying in Lisbon?", refused=True)
+    assert check_answer(lisbon, NOTHING_IN_MEMORY).ok
+    assert not check_answer(lisbon, "Casa Alfama, room 4").ok
+
+
 def test_config_reads_toml_and_environment(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

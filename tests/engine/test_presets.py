@@ -42,6 +42,8 @@ def test_named_roles_run_and_the_others_stay_model_free(tmp_path: Path) -> None:
     config = defaults_config(tmp_path, model="qwen0.5b", roles=("selector",))
     assert running_roles(config) == (("selector", "qwen0.5b"),)
     assert config.slm.selector_mode == "pointwise"  # fusion calls no model
+    alone = defaults_config(tmp_path, model="qwen0.5b", roles="selector")  # one name: one role
+    assert running_roles(alone) == (("selector", "qwen0.5b"),)
     every = defaults_config(tmp_path, model="qwen0.5b", roles=ROLES)
     assert [role for role, _ in running_roles(every)] == list(ROLES)
     assert every.generator.kind == "model"
@@ -85,6 +87,7 @@ def test_a_role_measured_to_lose_warns_once_naming_the_measurement(tmp_path: Pat
     assert "53.8 %" in message  # the measurement, with its number
     assert "generator on qwen0.5b" in message
     assert "tiermem bench" in message  # and how to reproduce it
+    assert caught[0].filename == __file__  # it points at the caller's line, not tiermem's
     assert _build(defaults_config(tmp_path, model=model)) == []  # nothing asked, no noise
     assert _build(defaults_config(tmp_path)) == []
 
