@@ -40,6 +40,9 @@ class Candidate:
 
 
 DEFAULTS = Candidate("defaults", {})
+# The settings a grid may hold: read-path ones, which the shared memories need not be built
+# again for (a write-path setting would be judged on the defaults' memories).
+READ_PATH = ("delivery.", "default_k", "slm.selector_mode", "slm.pointwise_weight")
 
 
 def _value(text: str) -> object:
@@ -58,9 +61,16 @@ def parse_grid(specs: Sequence[str]) -> list[Candidate]:
     axes: list[list[tuple[str, str]]] = []
     for spec in specs:
         key, sep, values = spec.partition("=")
-        if not sep or "." not in key or not values:
+        key = key.strip()
+        axis = [(key, v.strip()) for v in values.split(",") if v.strip()]
+        if not sep or "." not in key or not axis:
             raise BenchInputError(f"--lodo-grid {spec!r}: write section.setting=value,value")
-        axes.append([(key.strip(), v.strip()) for v in values.split(",") if v.strip()])
+        if not key.startswith(READ_PATH):
+            raise BenchInputError(
+                f"--lodo-grid {key}: only read-path settings ({', '.join(READ_PATH)}): the "
+                "candidates share one ingestion"
+            )
+        axes.append(axis)
     candidates = [DEFAULTS]
     for combo in itertools.product(*axes) if axes else ():
         name = " ".join(f"{k}={v}" for k, v in combo)
@@ -210,6 +220,12 @@ def run_lodo(
         raise BenchInputError("--lodo needs token budgets (--budget)")
     if len(configs) < 2:
         raise BenchInputError("--lodo needs at least two data sets")
+    files = [cfg.data.resolve() for cfg in configs]
+    if len(set(files)) < len(files):
+        raise BenchInputError(
+            "--lodo: a file and its bursty variant are the same conversations; leaving one out "
+            "would choose on the other"
+        )
     if "tiermem" not in configs[0].systems:
         raise BenchInputError("--lodo chooses tiermem's settings: keep tiermem in --systems")
     summaries = []

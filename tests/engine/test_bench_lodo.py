@@ -79,12 +79,19 @@ def test_bad_grids_and_runs_are_refused(
 ) -> None:
     with pytest.raises(BenchInputError, match=r"section\.setting=value"):
         parse_grid(["reply=0.3"])
+    with pytest.raises(BenchInputError, match=r"section\.setting=value"):
+        parse_grid(["delivery.reply=,"])
+    with pytest.raises(BenchInputError, match="only read-path settings"):
+        parse_grid(["slm.writer_supersedes=true"])  # it would be judged on the same memories
     locomo, lme = files
     both = dataset_configs(_base(tmp_path), [locomo, lme])
     with pytest.raises(BenchInputError, match=r"delivery\.no_such_knob"):
         candidate_configs(both, parse_grid(["delivery.no_such_knob=1"]), tmp_path / "o")
     with pytest.raises(BenchInputError, match="at least two data sets"):
         run_lodo(both[:1], parse_grid([]), tmp_path / "o", Console(quiet=True))
+    twins = dataset_configs(_base(tmp_path), [lme], [lme])
+    with pytest.raises(BenchInputError, match="bursty variant"):
+        run_lodo(twins, parse_grid([]), tmp_path / "o", Console(quiet=True))
     data = tmp_path / "x.json"
     data.write_text("[]")
     argv = ["bench", "locomo", "--data", str(data), "--out", str(tmp_path / "o")]
