@@ -182,7 +182,7 @@ def _doctor(args: argparse.Namespace, console: Console) -> int:
     )
     for check in checks:
         mark = "[green]ok  [/]" if check.ok else "[red]FAIL[/]"
-        console.print(f"{mark} {check.name:16} {check.detail}", highlight=False)
+        console.print(f"{mark} {check.name:16} {check.detail}", highlight=False, soft_wrap=True)
         failed += not check.ok
     if failed:
         console.print(f"[red]{failed} check(s) failed[/]; see docs/troubleshooting.md")

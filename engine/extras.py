@@ -32,8 +32,7 @@ def extra_dependency(module: str, extra: str, needed_by: str) -> ModuleType:
 EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "llamacpp": (
         ("llama_cpp",),
-        "in-process GGUF models through llama.cpp: the small-model roles, offline "
-        "consolidation, the nomic-embed embedder",
+        "in-process GGUF models (llama.cpp): small-model roles, consolidation, nomic-embed",
     ),
     "service": (("fastapi", "uvicorn", "prometheus_client"), "tiermem serve, the REST service"),
     "mcp": (("mcp",), "tiermem mcp, the Model Context Protocol server"),

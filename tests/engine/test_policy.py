@@ -246,7 +246,13 @@ def test_a_model_selector_cannot_take_more_than_the_ltm_share(
     facts than the share allows, so even a model that keeps every fact keeps at most that."""
     config = merge_overrides(
         ltm_config(tmp_path),
-        {"slm": {"backend": {"kind": KIND, "model": "scripted"}, "writer": {"enabled": False}}},
+        {
+            "slm": {
+                "backend": {"kind": KIND, "model": "scripted"},
+                "writer": {"enabled": False},
+                "selector_mode": "listwise",  # the model selector, not rank fusion
+            }
+        },
     )
     config = merge_overrides(config, {"ltm": {"max_share": 0.5}})
     script, shown = Script(), []

@@ -25,7 +25,9 @@ def test_controller_routes_to_ltm_and_the_selector_sees_both_tiers(
     config = config.model_copy(
         update={
             "slm": SLMConfig(
-                backend=BackendConfig(kind=KIND, model=MODEL), writer={"enabled": False}
+                backend=BackendConfig(kind=KIND, model=MODEL),
+                writer={"enabled": False},
+                selector_mode="listwise",
             )
         }
     )

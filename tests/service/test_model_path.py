@@ -23,6 +23,8 @@ from tests.slm.conftest import Script, entry
 
 TAG = "llama3.2:1b-instruct-q4_K_M"
 MODEL_TOML = """
+[slm]
+selector_mode = "listwise"
 [slm.backend]
 kind = "ollama"
 model = "{tag}"

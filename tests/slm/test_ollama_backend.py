@@ -90,7 +90,9 @@ def test_whole_online_path_over_the_ollama_protocol(tmp_path: object) -> None:
         base = config_for("memory", tmp_path)  # type: ignore[arg-type]
         config = base.model_copy(
             update={
-                "slm": SLMConfig(backend=OllamaConfig(model=TAG, host=server.url)),
+                "slm": SLMConfig(
+                    backend=OllamaConfig(model=TAG, host=server.url), selector_mode="listwise"
+                ),
                 "generator": GeneratorConfig(kind="model"),
                 "mtm": QdrantConfig(location="memory"),
             }

@@ -48,7 +48,7 @@ def _config(backend: BackendConfig) -> TiermemConfig:
     base = TiermemConfig.for_tests()
     return base.model_copy(
         update={
-            "slm": SLMConfig(backend=backend),
+            "slm": SLMConfig(backend=backend, selector_mode="listwise"),  # every role calls
             "generator": GeneratorConfig(kind="model"),
             "mtm": QdrantConfig(location="memory"),
         }

@@ -171,7 +171,9 @@ def test_the_roles_call_the_backend_registered_for_their_kind(clock: ManualClock
 
     config = TiermemConfig.for_tests().model_copy(
         update={
-            "slm": SLMConfig(backend=BackendConfig(kind="fake", model="tiny")),
+            "slm": SLMConfig(
+                backend=BackendConfig(kind="fake", model="tiny"), selector_mode="listwise"
+            ),
             "generator": GeneratorConfig(kind="model"),
         }
     )
