@@ -52,6 +52,24 @@ def check_answer(question: DemoQuestion, text: str) -> Verdict:
     return Verdict(False, f"the older statement ({older!r}) reads after the newest")
 
 
+def check_value(question: DemoQuestion, answer: str) -> Verdict:
+    """Whether a written answer (a model's) gives the value that holds now, the stale one at
+    most before it."""
+    refused = answer.strip() == NOTHING_IN_MEMORY
+    if question.refused or refused:
+        return check_answer(question, answer)
+    low = answer.lower()
+    found = [v for v in question.value if v.lower() in low]
+    stale = question.stale.lower() if question.stale else None
+    if not found:
+        if stale and stale in low:
+            return Verdict(False, f"states the stale value ({question.stale!r}) alone")
+        return Verdict(False, f"does not say {' or '.join(map(repr, question.value))}")
+    if stale and stale in low and low.rindex(stale) > max(low.rindex(v.lower()) for v in found):
+        return Verdict(False, f"states the stale value ({question.stale!r}) as current")
+    return Verdict(True, f"says {found[0]!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class Run:
     """One configuration's answers to every demo question, and what they cost."""
@@ -122,22 +140,31 @@ def _show(runs: list[Run], console: Console) -> bool:
             console.rule(f"[bold]{user.user_id}[/] asks: {question.text}")
             for i, run in enumerate(runs):
                 result = run.answers[(user.user_id, question.text)]
-                verdict = check_answer(question, result.text)
-                mark = "[green]ok[/]" if verdict.ok else "[red]FAIL[/]"
-                console.print(
-                    f"[bold]{run.label}[/] · {result.context_tokens} context tokens · "
-                    f"check {mark}: {verdict.detail}"
-                )
                 if i == 0:  # the extractive answer is the context itself
+                    verdict = check_answer(question, result.text)
+                    console.print(
+                        f"[bold]{run.label}[/] · {result.context_tokens} context tokens · "
+                        f"check {_mark(verdict)}"
+                    )
                     console.print(_indent(result.text), highlight=False, markup=False)
                     _show_provenance(result, console)
                     passed &= verdict.ok
-                else:
-                    console.print("  context its roles delivered (turns, oldest first):")
-                    console.print(_turn_lines(result), highlight=False, markup=False)
-                    console.print("  its answer:")
-                    console.print(_indent(result.text), highlight=False, markup=False)
+                    continue
+                turns = _turn_lines(result)
+                in_context = check_answer(question, turns if result.source_turns else result.text)
+                console.print(
+                    f"[bold]{run.label}[/] · {result.context_tokens} context tokens · "
+                    f"context check {_mark(in_context)}"
+                )
+                console.print("  context its roles delivered (turns, oldest first):")
+                console.print(turns, highlight=False, markup=False)
+                console.print(f"  its answer · check {_mark(check_value(question, result.text))}")
+                console.print(_indent(result.text), highlight=False, markup=False)
     return passed
+
+
+def _mark(verdict: Verdict) -> str:
+    return f"{'[green]ok[/]' if verdict.ok else '[red]FAIL[/]'}: {verdict.detail}"
 
 
 def _turn_lines(result: AnswerResult) -> str:
@@ -151,16 +178,20 @@ def _indent(text: str) -> str:
 
 
 def _summary(runs: list[Run], console: Console) -> None:
+    """Per run: its checks (the context's for the recommended run, whose answer is its
+    context; the written answer's for a model's), time, model calls and tokens."""
     console.print()
-    for run in runs:
-        checks = sum(
-            check_answer(q, run.answers[(u.user_id, q.text)].text).ok
+    total = sum(len(u.questions) for u in DEMO_USERS)
+    for i, run in enumerate(runs):
+        check = check_answer if i == 0 else check_value
+        passed = sum(
+            check(q, run.answers[(u.user_id, q.text)].text).ok
             for u in DEMO_USERS
             for q in u.questions
         )
-        total = sum(len(u.questions) for u in DEMO_USERS)
+        what = "checks passed" if i == 0 else "answers give the current value"
         console.print(
-            f"{run.label}: {checks} of {total} checks passed, {run.seconds:.1f} s, "
+            f"{run.label}: {passed} of {total} {what}, {run.seconds:.1f} s, "
             f"model calls: {run.calls}, model tokens: {run.tokens}"
         )
 

@@ -25,6 +25,10 @@ class DemoQuestion:
     newest: str | None = None
     older: str | None = None
     refused: bool = False
+    # what a written answer must say now (any one of them), and the stale value, if any, which
+    # may only come before it ("it was 10 October, now 9 October")
+    value: tuple[str, ...] = ()
+    stale: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,14 +117,28 @@ MAYA = DemoUser(
         ),
     ),
     questions=(
-        DemoQuestion("What do I eat these days?", "started eating fish again", "vegetarian"),
         DemoQuestion(
-            "When is my flight to Lisbon?", "flight one day earlier to 9 October", "on 10 October"
+            "What do I eat these days?",
+            "started eating fish again",
+            "vegetarian",
+            value=("fish", "pescatarian"),
+            stale="vegetarian",
         ),
-        DemoQuestion("Where am I staying in Lisbon?", "Casa Alfama"),
-        DemoQuestion("What does my sister do?", "opened a bakery"),
         DemoQuestion(
-            "When do I go running?", "switched my runs to the evenings", "in the mornings"
+            "When is my flight to Lisbon?",
+            "flight one day earlier to 9 October",
+            "on 10 October",
+            value=("9 October",),
+            stale="10 October",
+        ),
+        DemoQuestion("Where am I staying in Lisbon?", "Casa Alfama", value=("Casa Alfama",)),
+        DemoQuestion("What does my sister do?", "opened a bakery", value=("bakery", "baker")),
+        DemoQuestion(
+            "When do I go running?",
+            "switched my runs to the evenings",
+            "in the mornings",
+            value=("evening",),
+            stale="morning",
         ),
     ),
 )
@@ -161,11 +179,13 @@ LEO = DemoUser(
         ),
     ),
     questions=(
-        DemoQuestion("What is my cat called?", "named her Tofu"),
+        DemoQuestion("What is my cat called?", "named her Tofu", value=("Tofu",)),
         DemoQuestion(
             "Do I still work nights?",
             "switched from night shifts to day shifts",
             "a nurse on night shifts",
+            value=("day shift",),
+            stale="night",
         ),
         DemoQuestion("Where am I staying in Lisbon?", refused=True),  # Maya's trip, not his
     ),

@@ -48,7 +48,7 @@ def test_demo_shows_each_context_with_its_provenance_and_checks(
 
 
 def test_the_demo_checks_fail_a_stale_or_missing_newest_statement() -> None:
-    from tiermem.bench.demo import check_answer
+    from tiermem.bench.demo import check_answer, check_value
     from tiermem.bench.demo_data import DemoQuestion
     from tiermem.generator import NOTHING_IN_MEMORY
 
@@ -62,6 +62,13 @@ def test_the_demo_checks_fail_a_stale_or_missing_newest_statement() -> None:
     lisbon = DemoQuestion("Where am I staying in Lisbon?", refused=True)
     assert check_answer(lisbon, NOTHING_IN_MEMORY).ok
     assert not check_answer(lisbon, "Casa Alfama, room 4").ok
+    # a model's written answer is judged by the value it gives
+    written = DemoQuestion("When?", value=("9 October",), stale="10 October")
+    assert check_value(written, "On 9 October.").ok
+    assert check_value(written, "It was 10 October; now 9 October.").ok
+    assert not check_value(written, "10 October").ok
+    assert not check_value(written, "9 October? No: 10 October.").ok  # stale, stated last
+    assert check_value(lisbon, NOTHING_IN_MEMORY).ok
 
 
 def test_config_reads_toml_and_environment(
