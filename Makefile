@@ -15,7 +15,7 @@ BIN := $(VENV)/bin
 WHEELS ?= $(HOME)/.cache/tiermem/wheels
 LLAMA_CPP_VERSION := 0.3.36
 
-.PHONY: install install-dev demo test pytest lint format typecheck bench docs clean
+.PHONY: install install-dev demo test test-fast pytest lint format typecheck bench docs clean
 
 # The model-free default: no compiler, no model file (what `pip install .` gives a user).
 install: $(VENV)/.installed
@@ -47,6 +47,10 @@ test: lint typecheck pytest
 
 pytest: install-dev
 	$(BIN)/python -m pytest
+
+# The fast loop: no model file, no killed processes, no trained models (about 2 min here).
+test-fast: install-dev
+	$(BIN)/python -m pytest -m "not slow and not real_model"
 
 # Regenerate docs/configuration.md, docs/cli.md and docs/presets.md from the code.
 docs: install

@@ -132,13 +132,17 @@ def test_a_plain_install_is_lean_and_the_bench_extra_carries_its_own_dependencie
     for heavy in ("nltk", "matplotlib"):
         assert heavy not in core
         assert heavy in bench
+    # the model-free default installs without a compiler: llama.cpp is the llamacpp extra
+    assert "llama-cpp-python" not in core
+    assert "llama-cpp-python" in " ".join(project["project"]["optional-dependencies"]["llamacpp"])
     probe = (
         "import sys\n"
         "from tiermem import Memory, TiermemConfig\n"
         "with Memory(TiermemConfig.for_tests()) as m:\n"
         "    m.add('I keep bees on the roof.', user_id='u')\n"
         "    m.answer('what do I keep?', user_id='u')\n"
-        "print(sorted(n for n in ('nltk', 'matplotlib', 'tiermem.bench') if n in sys.modules))"
+        "heavy = ('nltk', 'matplotlib', 'tiermem.bench', 'llama_cpp')\n"
+        "print(sorted(n for n in heavy if n in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -15,6 +15,8 @@ from tiermem.slm.meter import Meter
 from tiermem.slm.roles.common import RoleRuntime
 from tiermem.slm.scripted import ScriptedBackend
 
+pytestmark = pytest.mark.slow  # whole benchmark runs
+
 FIXTURE = [
     {
         "sample_id": "fx-1",

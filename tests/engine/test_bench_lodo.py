@@ -15,6 +15,8 @@ from tiermem.cli import main
 
 from tests.engine.test_bench_suite import _base, files  # noqa: F401 - the fixture
 
+pytestmark = pytest.mark.slow  # whole benchmark runs, one per candidate
+
 
 def _records(folder: Path) -> list[dict[str, object]]:
     return [json.loads(x) for x in (folder / "records.jsonl").read_text().splitlines()]

@@ -16,6 +16,8 @@ from tiermem.config import EmbedderConfig
 
 from tests.engine.test_bench_locomo import FIXTURE
 
+pytestmark = pytest.mark.slow  # whole benchmark runs
+
 HASH = EmbedderConfig(provider="hash")
 
 

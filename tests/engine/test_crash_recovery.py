@@ -30,6 +30,8 @@ from tiermem.types import MemoryEntry, MemoryKind, Role, Turn
 
 from tests.conftest import T0, chat, many_pages
 
+pytestmark = pytest.mark.slow  # kill -9 at every step of every write
+
 USER, OTHER = "mira-5521", "otto-7310"  # distinctive: the erasure check greps files for them
 SECRET = "Zyxwvutsrq-7731"
 T_OP = T0 + timedelta(days=10)

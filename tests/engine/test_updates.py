@@ -196,6 +196,7 @@ def test_each_statement_has_the_fact_a_writer_should_keep() -> None:
             assert set(question.evidence) <= set(facts)
 
 
+@pytest.mark.slow  # a whole benchmark run
 def test_bench_updates_reports_every_path_and_budget(tmp_path: Path) -> None:
     cfg = UpdatesConfig(
         tmp_path, budgets=(300, 1200), users=3, embedder=EmbedderConfig(provider="hash")
@@ -236,6 +237,7 @@ def test_the_writer_path_keeps_the_configured_slm_settings(tmp_path: Path) -> No
     assert not _tiermem_config(default, WRITER).slm.writer_supersedes
 
 
+@pytest.mark.slow  # 24 users' scenarios, four budgets, with and without
 def test_the_model_free_path_delivers_the_newest_statement_more_than_without_it(
     tmp_path: Path,
 ) -> None:

@@ -18,6 +18,8 @@ from tiermem.types import AddResult, ScoreExplanation, SearchHit
 
 from tests.service.conftest import Served, make_keys, write_config
 
+pytestmark = pytest.mark.slow  # a service process per kill point
+
 WRITERS = 4
 
 

@@ -15,6 +15,8 @@ from tiermem.service.launch import ServerProcess
 from tests.conftest import MANY_PAGES_SECRET, many_pages
 from tests.service.conftest import make_keys, write_config
 
+pytestmark = pytest.mark.slow  # a service process per erasure step
+
 VICTIM, BYSTANDER = "mira-5521", "otto-7310"
 KILLPOINT = Path(__file__).parent / "killpoint"
 

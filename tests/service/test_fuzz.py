@@ -18,6 +18,8 @@ from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from tests.service.conftest import Served
 
+pytestmark = pytest.mark.slow  # hundreds of generated requests
+
 EXAMPLES = 25  # per operation and mode: about 750 requests, under a minute
 _NOTHING_TO_BREAK = {"GET /healthz", "GET /readyz", "GET /metrics"}
 

@@ -23,6 +23,8 @@ from tiermem.training.roles import read_role_examples, write_role_dataset
 from tests.engine.test_bench_locomo import FIXTURE
 from tests.training.test_lora import SETTINGS, _llamacpp
 
+pytestmark = pytest.mark.slow  # trains a model
+
 
 def conversations(count: int = 8) -> list[dict[str, Any]]:
     """``count`` copies of the fixture, each with its own id and its own words."""

@@ -46,6 +46,8 @@ from tests.training.test_controller import (
 )
 from tests.training.test_lora import SETTINGS
 
+pytestmark = pytest.mark.slow  # trains a model
+
 HASH = GeneratorDataConfig(EmbedderConfig(provider="hash"), update_users=2)
 
 

@@ -19,6 +19,8 @@ from tiermem.training.roles import read_role_examples, write_role_dataset
 from tests.training.test_dataset import _conversation
 from tests.training.test_writer import observed
 
+pytestmark = pytest.mark.slow  # loads a model
+
 SCRIPT = Path(__file__).resolve().parents[2] / "deploy" / "gpu_latency.py"
 
 

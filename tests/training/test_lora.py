@@ -33,6 +33,8 @@ from tiermem.training.lora import (
     train_selector,
 )
 
+pytestmark = pytest.mark.slow  # trains a model
+
 PAIRS = [
     ("Where did Ann move?", "[1 May 2024] Ann: We moved to Oslo in spring.", True),
     ("Where did Ann move?", "[1 May 2024] Ben: I like green tea.", False),

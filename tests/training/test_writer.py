@@ -35,6 +35,8 @@ from tests.training.test_controller import (
 )
 from tests.training.test_lora import SETTINGS
 
+pytestmark = pytest.mark.slow  # trains a model
+
 
 def observed(count: int = 8) -> list[dict[str, Any]]:
     """The controller's fixture conversations with LoCoMo's ``observation`` facts."""
