@@ -170,6 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _doctor(args: argparse.Namespace, console: Console) -> int:
+    from rich.markup import escape
     from tiermem.doctor import run_checks
     from tiermem.slm import models
 
@@ -182,7 +183,8 @@ def _doctor(args: argparse.Namespace, console: Console) -> int:
     )
     for check in checks:
         mark = "[green]ok  [/]" if check.ok else "[red]FAIL[/]"
-        console.print(f"{mark} {check.name:16} {check.detail}", highlight=False, soft_wrap=True)
+        line = f"{mark} {check.name:16} {escape(check.detail)}"  # a detail may hold brackets
+        console.print(line, highlight=False, soft_wrap=True)
         failed += not check.ok
     if failed:
         console.print(f"[red]{failed} check(s) failed[/]; see docs/troubleshooting.md")

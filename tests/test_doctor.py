@@ -109,3 +109,18 @@ def test_the_embedding_model_probe_reports_a_file_it_cannot_load(
     answer = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert answer["ok"] is False
     assert answer["detail"].startswith("EmbedderError: ")
+
+
+def test_the_extras_are_listed_with_how_to_install_them(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setattr(doctor, "extra_installed", lambda extra: extra != "llamacpp")
+    monkeypatch.setattr(
+        doctor, "run_probe", lambda name, argv, timeout_s: doctor.Check(name, True, "x")
+    )
+    assert main(["doctor", "--cache", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if "extra llamacpp" in ln)
+    assert "not installed (pip install 'tiermem[llamacpp]')" in line
+    assert "llama.cpp build  skipped: the llamacpp extra is not installed" in out
+    assert "extra service    installed" in out
