@@ -80,9 +80,9 @@ def run_path(
 
 def _config(root: Path, model: str | None, k: int) -> TiermemConfig:
     config = TiermemConfig.for_data_dir(root)
-    # every role as measured (tiermem.presets): the selector listwise, not fusion
-    listwise = SLMConfig(backend=LlamaCppConfig(model=model), selector_mode="listwise")
-    slm = listwise if model else SLMConfig()
+    slm = SLMConfig()
+    if model:  # every role as measured (tiermem.presets): the selector listwise, not fusion
+        slm = SLMConfig(backend=LlamaCppConfig(model=model), selector_mode="listwise")
     return config.model_copy(
         update={
             "slm": slm,
