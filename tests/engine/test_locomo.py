@@ -153,6 +153,20 @@ def test_empty_and_zero_width_messages_are_skipped_and_counted(tmp_path: Path) -
     }
 
 
+def test_a_message_over_adds_limit_is_cut_to_it_and_counted(tmp_path: Path) -> None:
+    """A pasted document past what ``add()`` takes (a BEAM chat has one of 348,469
+    characters) would stop the run: every system reads it cut to the limit, and it is a quirk."""
+    from tiermem.validation import MAX_CONTENT_CHARS
+
+    raw = json.loads(json.dumps(LONGMEMEVAL_LIKE))
+    raw[0]["conversation"]["session_1"][0]["text"] = "x" * (MAX_CONTENT_CHARS + 10)
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps(raw))
+    (sample,), quirks = load_dataset(path)
+    assert len(sample.sessions[0].turns[0].text) == MAX_CONTENT_CHARS
+    assert quirks.counts["messages over add()'s limit (cut to it)"] == 1
+
+
 def test_question_types_are_kept_and_are_the_group(tmp_path: Path) -> None:
     path = tmp_path / "lme.json"
     path.write_text(json.dumps(LONGMEMEVAL_LIKE))

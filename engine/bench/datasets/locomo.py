@@ -29,6 +29,7 @@ from tiermem.bench.datasets.conversation import (
     Quirks,
     Session,
 )
+from tiermem.validation import MAX_CONTENT_CHARS
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 _DIA_ID = re.compile(r"D\d+:\d+")
@@ -75,6 +76,9 @@ def _turn(raw: dict[str, Any], quirks: Quirks) -> DialogueTurn | None:
     if is_empty(text):
         quirks.note("empty messages (skipped)")
         return None
+    if len(text) > MAX_CONTENT_CHARS:  # add() refuses it: every system reads the same cut
+        quirks.note("messages over add()'s limit (cut to it)")
+        text = text[:MAX_CONTENT_CHARS]
     return DialogueTurn(str(raw["dia_id"]), str(raw["speaker"]), text)
 
 
