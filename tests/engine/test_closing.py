@@ -5,6 +5,8 @@ memory and anything that is not a list of hits."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -179,35 +181,39 @@ def test_source_turns_takes_any_iterable_of_hits() -> None:
         assert [t.content for t in by_list.values()] == ["I keep bees on the roof."]
 
 
+# A script's memory on disk under ./data, with the model-free hash embedder.
+_OPEN_MEMORY = (
+    "from tiermem import Memory, TiermemConfig\n"
+    "from tiermem.config import EmbedderConfig\n"
+    "config = TiermemConfig.for_data_dir('data').model_copy(\n"
+    "    update={'embedder': EmbedderConfig(provider='hash', model='hash-384')})\n"
+    "memory = Memory(config)\n"
+)
+
+
+def _python(script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", script], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+
+
 def test_a_memory_left_open_is_closed_at_exit_without_a_traceback(tmp_path: Path) -> None:
     """A script that never closes its memory: tiermem closes it while the interpreter can
     still run the stores' close (qdrant-client's own finaliser at teardown printed
     ``ImportError: sys.meta_path is None``). The script's handler, registered before tiermem
     was imported, runs after tiermem's and sees the memory closed."""
-    import subprocess
-    import sys
-
     script = (
         "import atexit\n"
         "atexit.register(lambda: print('closed at exit:', memory._closed))\n"
-        "from tiermem import Memory, TiermemConfig\n"
-        "from tiermem.config import EmbedderConfig\n"
-        "config = TiermemConfig.for_data_dir('data').model_copy(\n"
-        "    update={'embedder': EmbedderConfig(provider='hash', model='hash-384')})\n"
-        "memory = Memory(config)\n"
-        "memory.add('I moved my flight to 9 October.', user_id='maya')\n"
+        + _OPEN_MEMORY
+        + "memory.add('I moved my flight to 9 October.', user_id='maya')\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120
-    )
+    done = _python(script, tmp_path)
     assert done.returncode == 0, done.stderr
     assert "closed at exit: True" in done.stdout
     assert "Traceback" not in done.stderr
     # closed cleanly: the next process opens the same directory and finds the turn
-    reopen = script.split("memory.add")[0] + "print(len(memory.get_all('maya')))\nmemory.close()\n"
-    again = subprocess.run(
-        [sys.executable, "-c", reopen], cwd=tmp_path, capture_output=True, text=True, timeout=120
-    )
+    again = _python(_OPEN_MEMORY + "print(len(memory.get_all('maya')))\nmemory.close()\n", tmp_path)
     assert again.returncode == 0, again.stderr
     assert again.stdout.splitlines()[0] == "1"
 
@@ -215,17 +221,8 @@ def test_a_memory_left_open_is_closed_at_exit_without_a_traceback(tmp_path: Path
 def test_a_forked_child_leaves_its_parents_memory_open_at_exit(tmp_path: Path) -> None:
     """A child of ``os.fork()`` (a preloading web server's worker) that exits normally runs
     the exit handlers too: it must not close, save over or unlock the parent's stores."""
-    import subprocess
-    import sys
-
     script = (
-        "import os, sys\n"
-        "from tiermem import Memory, TiermemConfig\n"
-        "from tiermem.config import EmbedderConfig\n"
-        "config = TiermemConfig.for_data_dir('data').model_copy(\n"
-        "    update={'embedder': EmbedderConfig(provider='hash', model='hash-384')})\n"
-        "memory = Memory(config)\n"
-        "pid = os.fork()\n"
+        "import os, sys\n" + _OPEN_MEMORY + "pid = os.fork()\n"
         "if pid == 0:\n"
         "    sys.exit(0)\n"
         "os.waitpid(pid, 0)\n"
@@ -235,9 +232,7 @@ def test_a_forked_child_leaves_its_parents_memory_open_at_exit(tmp_path: Path) -
         "print('entries', len(memory.get_all('maya')))\n"
         "memory.close()\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120
-    )
+    done = _python(script, tmp_path)
     assert done.returncode == 0, done.stderr
     assert "lock names the parent True" in done.stdout  # the child did not clear it
     assert "entries 1" in done.stdout
