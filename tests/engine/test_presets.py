@@ -65,11 +65,12 @@ def test_bad_roles_are_refused(tmp_path: Path) -> None:
 
 
 def _build(config: TiermemConfig) -> list[warnings.WarningMessage]:
+    """Build ``config``'s roles in memory (the test stores, no files) and return the
+    ``MeasuredToLoseWarning``s it raised."""
+    tests = TiermemConfig.for_tests()
     config = config.model_copy(
-        update={"embedder": TiermemConfig.for_tests().embedder, "data_dir": None}
+        update={"embedder": tests.embedder, "mtm": tests.mtm, "journal": tests.journal}
     )
-    config = config.model_copy(update={"mtm": TiermemConfig.for_tests().mtm})
-    config = config.model_copy(update={"journal": TiermemConfig.for_tests().journal})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         Memory(config).close()  # models load lazily: nothing is read from the GGUF here
