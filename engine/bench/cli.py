@@ -140,6 +140,14 @@ def add_bench_parser(commands: Any) -> Any:
         "the candidates are the defaults and every combination)",
     )
     loco.add_argument(
+        "--lodo-try",
+        action="append",
+        default=[],
+        metavar="'SECTION.SETTING=V ...'",
+        help="with --lodo: one more candidate with exactly these settings (repeatable), e.g. "
+        "to measure a rule turned off",
+    )
+    loco.add_argument(
         "--config",
         type=Path,
         help="tiermem's configuration (TOML): its [embedder] (for naive-rag too), "
@@ -232,9 +240,9 @@ def run_bench(args: argparse.Namespace, console: Console) -> None:
         if args.lodo:
             from tiermem.bench.lodo import parse_grid, run_lodo
 
-            run_lodo(configs, parse_grid(args.lodo_grid), args.out, console)
-        elif args.lodo_grid:
-            raise InvalidInputError("--lodo-grid chooses settings for --lodo: add --lodo")
+            run_lodo(configs, parse_grid(args.lodo_grid, args.lodo_try), args.out, console)
+        elif args.lodo_grid or args.lodo_try:
+            raise InvalidInputError("--lodo-grid and --lodo-try choose for --lodo: add --lodo")
         else:
             run_all(configs, args.out, console)
     elif args.suite == "ablations":

@@ -1,7 +1,8 @@
 """``tiermem bench locomo --lodo``: every read-path choice made leave-one-dataset-out.
 
 Each candidate is tiermem's configuration with some settings changed (``--lodo-grid
-delivery.reply=0.3,0.5``: the defaults, then every combination of the values given). Every
+delivery.reply=0.3,0.5``: the defaults, then every combination of the values given;
+``--lodo-try "delivery.reply=0 delivery.burst=0"``: one candidate with exactly those). Every
 candidate runs on every data set; the baselines run once. For each data set, the candidate
 chosen is the one with the best recall on the *other* data sets (the mean over them, each
 data set weighing the same, of its mean over the budgets; a tie keeps the earlier candidate,
@@ -52,29 +53,43 @@ def _value(text: str) -> object:
         return text  # a bare word: a string setting
 
 
-def parse_grid(specs: Sequence[str]) -> list[Candidate]:
-    """The defaults, then every combination of the values each spec gives.
+def _setting(spec: str, flag: str) -> tuple[str, list[str]]:
+    key, sep, values = spec.partition("=")
+    key = key.strip()
+    axis = [v.strip() for v in values.split(",") if v.strip()]
+    if not sep or "." not in key or not axis:
+        raise BenchInputError(f"{flag} {spec!r}: write section.setting=value,value")
+    if not key.startswith(READ_PATH):
+        raise BenchInputError(
+            f"{flag} {key}: only read-path settings ({', '.join(READ_PATH)}): the "
+            "candidates share one ingestion"
+        )
+    return key, axis
+
+
+def parse_grid(specs: Sequence[str], tries: Sequence[str] = ()) -> list[Candidate]:
+    """The defaults, then every combination of the values each spec gives, then one
+    candidate per ``tries`` entry (settings separated by spaces, one value each).
 
     >>> [c.name for c in parse_grid(["delivery.reply=0.3,0.5", "delivery.distinct=false"])]
     ['defaults', 'delivery.reply=0.3 delivery.distinct=false', 'delivery.reply=0.5 delivery.distinct=false']
+    >>> [c.overrides for c in parse_grid([], ["delivery.reply=0 delivery.burst=0"])][1]
+    {'delivery.reply': 0, 'delivery.burst': 0}
     """  # noqa: E501
-    axes: list[list[tuple[str, str]]] = []
+    axes = []
     for spec in specs:
-        key, sep, values = spec.partition("=")
-        key = key.strip()
-        axis = [(key, v.strip()) for v in values.split(",") if v.strip()]
-        if not sep or "." not in key or not axis:
-            raise BenchInputError(f"--lodo-grid {spec!r}: write section.setting=value,value")
-        if not key.startswith(READ_PATH):
-            raise BenchInputError(
-                f"--lodo-grid {key}: only read-path settings ({', '.join(READ_PATH)}): the "
-                "candidates share one ingestion"
-            )
-        axes.append(axis)
+        key, values = _setting(spec, "--lodo-grid")
+        axes.append([(key, v) for v in values])
     candidates = [DEFAULTS]
     for combo in itertools.product(*axes) if axes else ():
         name = " ".join(f"{k}={v}" for k, v in combo)
         candidates.append(Candidate(name, {k: _value(v) for k, v in combo}))
+    for spec in tries:
+        settings = dict(_setting(part, "--lodo-try") for part in spec.split())
+        if not settings or any(len(v) != 1 for v in settings.values()):
+            raise BenchInputError(f"--lodo-try {spec!r}: write section.setting=value ...")
+        name = " ".join(f"{k}={v[0]}" for k, v in settings.items())
+        candidates.append(Candidate(name, {k: _value(v[0]) for k, v in settings.items()}))
     return candidates
 
 
@@ -120,6 +135,31 @@ def _recall(summary: Mapping[str, Any], system: str, budget: int) -> float | Non
     return float(value) if value is not None else None
 
 
+def _mean_recall(summary: Mapping[str, Any], budgets: Sequence[int]) -> float:
+    """tiermem's recall on one data set, the mean over the budgets."""
+    known = [v for b in budgets if (v := _recall(summary, "tiermem", b)) is not None]
+    return sum(known) / len(known) if known else float("-inf")
+
+
+def against_defaults(
+    summaries: Sequence[Mapping[str, Mapping[str, Any]]],
+    names: Sequence[str],
+    budgets: Sequence[int],
+) -> list[dict[str, float]]:
+    """Per candidate, per data set: its mean recall over the budgets minus the defaults'
+    (candidate 0). A setting whose candidate is no worse than the defaults on the others in
+    a fold would be chosen there over them.
+
+    >>> s = lambda r: {"curve": {"tiermem": {300: {"overall": {"recall": r}}}}}
+    >>> against_defaults([{"a": s(0.5)}, {"a": s(0.75)}], ["a"], [300])
+    [{'a': 0.0}, {'a': 0.25}]
+    """
+    return [
+        {n: _mean_recall(s[n], budgets) - _mean_recall(summaries[0][n], budgets) for n in names}
+        for s in summaries
+    ]
+
+
 @dataclass(frozen=True, slots=True)
 class Fold:
     """One data set left out: the candidate chosen on the others, and its figures on it."""
@@ -150,9 +190,7 @@ def choose_folds(
     """
 
     def score(c: int, dataset: str) -> float:
-        values = [_recall(summaries[c][dataset], "tiermem", b) for b in budgets]
-        known = [v for v in values if v is not None]
-        return sum(known) / len(known) if known else float("-inf")
+        return _mean_recall(summaries[c][dataset], budgets)
 
     folds = []
     for left_out in names:
@@ -180,7 +218,10 @@ def _pct(value: float | None) -> str:
 
 
 def lodo_markdown(
-    folds: Sequence[Fold], candidates: Sequence[Candidate], budgets: Sequence[int]
+    folds: Sequence[Fold],
+    candidates: Sequence[Candidate],
+    budgets: Sequence[int],
+    deltas: Sequence[Mapping[str, float]] = (),
 ) -> str:
     lines = [
         "# Leave-one-dataset-out",
@@ -204,6 +245,19 @@ def lodo_markdown(
         lines.append("| | | lead | " + " | ".join(cells) + " |")
     lines += ["", "Candidates:", ""]
     lines += [f"- {i}: {c.name}" for i, c in enumerate(candidates)]
+    if len(deltas) > 1:
+        names = list(deltas[0])
+        lines += [
+            "",
+            "Each candidate against the defaults: its mean recall over the budgets minus "
+            "theirs, points, per data set.",
+            "",
+            "| candidate | " + " | ".join(names) + " |",
+            "|---|" + "---|" * len(names),
+        ]
+        for i, delta in list(enumerate(deltas))[1:]:
+            cells = " | ".join(f"{100 * delta[n]:+.1f}" for n in names)
+            lines.append(f"| {i}: {candidates[i].name} | {cells} |")
     return "\n".join(lines) + "\n"
 
 
@@ -235,8 +289,16 @@ def run_lodo(
         summaries.append({name: r["summary"] for name, r in result["runs"].items()})
     names = [cfg.name for cfg in configs]
     folds = choose_folds(summaries, names, budgets)
-    (out / "lodo.md").write_text(lodo_markdown(folds, candidates, budgets), encoding="utf-8")
-    saved = [{**asdict(fold), "chosen_name": candidates[int(fold.chosen)].name} for fold in folds]
+    deltas = against_defaults(summaries, names, budgets)
+    (out / "lodo.md").write_text(
+        lodo_markdown(folds, candidates, budgets, deltas), encoding="utf-8"
+    )
+    saved = {
+        "folds": [{**asdict(f), "chosen_name": candidates[int(f.chosen)].name} for f in folds],
+        "against_defaults": [
+            {"candidate": c.name, **d} for c, d in zip(candidates, deltas, strict=True)
+        ],
+    }
     (out / "lodo.json").write_text(json.dumps(saved, indent=1), encoding="utf-8")
     table = Table(title="Leave-one-dataset-out: each data set's figure from the others' choice")
     for column in ("left out", "chosen", "system", *map(str, budgets)):

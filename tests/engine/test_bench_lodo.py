@@ -58,6 +58,20 @@ def test_each_data_set_is_scored_by_the_choice_made_on_the_others(
     table = (out / "lodo.md").read_text()
     assert "| locomo_fx |" in table
     assert "- 1: delivery.reply=0.0 delivery.previous=0.0" in table
+    # each candidate against the defaults, per data set, as the table and lodo.json give it
+    saved = json.loads((out / "lodo.json").read_text())["against_defaults"]
+    for i, row in enumerate(saved):
+        for name in ("locomo_fx", "lme_fx"):
+            mean = [
+                sum(s[name]["curve"]["tiermem"][str(b)]["overall"]["recall"] for b in (25, 1000))
+                / 2
+                for s in (summaries[i], summaries[0])
+            ]
+            assert row[name] == pytest.approx(mean[0] - mean[1])
+    assert (
+        f"| 2: delivery.reply=0.0 delivery.previous=0.3 | {100 * saved[2]['locomo_fx']:+.1f}"
+        in table
+    )
 
 
 def test_choose_folds_never_looks_at_the_data_set_left_out() -> None:
@@ -85,6 +99,10 @@ def test_bad_grids_and_runs_are_refused(
         parse_grid(["delivery.reply=,"])
     with pytest.raises(BenchInputError, match="only read-path settings"):
         parse_grid(["slm.writer_supersedes=true"])  # it would be judged on the same memories
+    with pytest.raises(BenchInputError, match="only read-path settings"):
+        parse_grid([], ["delivery.reply=0 slm.writer_supersedes=true"])
+    with pytest.raises(BenchInputError, match="--lodo-try"):
+        parse_grid([], ["delivery.reply=0,1"])  # one value each: it is one candidate
     locomo, lme = files
     both = dataset_configs(_base(tmp_path), [locomo, lme])
     with pytest.raises(BenchInputError, match=r"delivery\.no_such_knob"):
@@ -98,4 +116,6 @@ def test_bad_grids_and_runs_are_refused(
     data.write_text("[]")
     argv = ["bench", "locomo", "--data", str(data), "--out", str(tmp_path / "o")]
     assert main([*argv, "--lodo-grid", "delivery.reply=0.1"]) == 2
+    assert "add --lodo" in capsys.readouterr().out
+    assert main([*argv, "--lodo-try", "delivery.reply=0.1"]) == 2
     assert "add --lodo" in capsys.readouterr().out
