@@ -36,10 +36,6 @@ class Expansion:
     the whole, and one long answer cut in many pieces would otherwise hold many ranks;
     ``distinct``: a hit whose turns better hits already found takes no rank of its own,
     and no place among the ``k`` hits of a search (``tiermem.pipeline.read.distinct``).
-    ``cut``: units worth less than this share of the best unit are not delivered (values
-    after the length shares below).
-    ``fall_off``: a hit is delivered only if one of its retrievers scored it at least this
-    share of that retriever's best score in the result (0 keeps every hit).
     ``later``: the share of a hit's value that a later statement close to it is worth (a
     changed fact's new value), for the first ``later_hits`` hits, at most ``later_per_hit``
     each, at cosine ``later_similarity`` or more to the hit, by the hit's own speaker, of at
@@ -64,8 +60,6 @@ class Expansion:
     member: float = 0.9
     piece: float = 0.5
     distinct: bool = True
-    cut: float = 0.0
-    fall_off: float = 0.0
     later: float = 0.05
     later_hits: int = 4
     later_per_hit: int = 2
@@ -96,7 +90,6 @@ NO_EXPANSION = Expansion(
     previous=0.0,
     burst=0.0,
     member=0.0,
-    fall_off=0.0,
     later=0.0,
     neighbour_tokens=0,
     long_tokens=0,

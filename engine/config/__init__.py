@@ -193,8 +193,6 @@ class DeliveryConfig(Section):
     member: float = Field(default=0.9, ge=0, le=1)
     piece: float = Field(default=0.5, ge=0, le=1)
     distinct: bool = True
-    cut: float = Field(default=0.0, ge=0, le=1)
-    fall_off: float = Field(default=0.0, ge=0, le=1)
     later: float = Field(default=0.05, ge=0, le=1)  # in context(); answer(): answer_later
     answer_later: float = Field(default=0.6, ge=0, le=1)
     later_hits: int = Field(default=4, ge=0)

@@ -9,8 +9,7 @@ the turn before. A long unit (an assistant's long answer offered beside a user's
 is worth less per token past ``Expansion.neighbour_tokens`` / ``long_tokens``, and any unit
 past ``long_share`` of the budget (a quarter by default): the budget it takes is worth more
 to the next short hits. ``tiermem.context.pack`` then fills the
-budget. An adaptive cut (``Expansion.fall_off``: hits that no retriever scored near its best
-are not offered) saves tokens; it is off by default, since the budget is the caller's."""
+budget."""
 
 from __future__ import annotations
 
@@ -27,8 +26,6 @@ from tiermem.render import index_text, render_memory
 from tiermem.roles.extract import cut_in_pieces
 from tiermem.stores.base import ScoredEntry
 from tiermem.types import MemoryKind, SearchFilters, SearchHit, Tier, Turn
-
-RETRIEVERS = ("dense", "bm25", "ltm")  # the raw scores a first-stage hit carries
 
 
 def context_turns(turns: Sequence[Turn]) -> dict[str, ContextTurn]:
@@ -253,9 +250,6 @@ def hit_units(
             replace(u, value=u.value * length_share(cost(u.turn_ids), reference)) for u in units
         ]
     units.sort(key=lambda u: -u.value)  # stable: ties keep the hits' order
-    if units and expansion.cut > 0:
-        floor = units[0].value * expansion.cut
-        units = [u for u in units if u.value >= floor]
     return units
 
 
@@ -273,33 +267,6 @@ def length_share(cost: int, reference: int) -> float:
     return reference / cost
 
 
-def strong_hits(hits: Sequence[SearchHit], fall_off: float) -> list[SearchHit]:
-    """The adaptive cut: the hits that some retriever scored within ``fall_off`` of its best
-    score for this query. When the scores fall away (an easy question, one clear match), the
-    weak tail is not delivered, however much budget is left. A hit without raw retriever
-    scores is kept.
-
-    >>> from tiermem.types import ScoreExplanation, SearchHit
-    >>> def hit(**c): return SearchHit(None, 0.0, ScoreExplanation(c))  # type: ignore[arg-type]
-    >>> hs = [hit(dense=0.8, bm25=9.0), hit(dense=0.3), hit(dense=0.7), hit(bm25=7.0), hit()]
-    >>> [hs.index(h) for h in strong_hits(hs, 0.7)]
-    [0, 2, 3, 4]
-    """
-    if fall_off <= 0:
-        return list(hits)
-    best = {
-        r: max((h.explanation.components.get(r, float("-inf")) for h in hits), default=0.0)
-        for r in RETRIEVERS
-    }
-
-    def strong(hit: SearchHit) -> bool:
-        scores = {r: v for r, v in hit.explanation.components.items() if r in RETRIEVERS}
-        # A retriever whose best score is not positive (cosines can be) gives no fall-off.
-        return not scores or any(best[r] <= 0 or v >= fall_off * best[r] for r, v in scores.items())
-
-    return [h for h in hits if strong(h)]
-
-
 def build_context(
     c: Components,
     user_id: str,
@@ -310,7 +277,6 @@ def build_context(
     """The context for ``hits``: their turns (and neighbours) read from the journal in one
     query, packed; it carries the hits delivered and their stored turns. No access is
     counted here (``Memory.context`` counts the delivered hits)."""
-    hits = strong_hits(hits, expansion.fall_off)
     retrieved = {t for h in hits for t in h.source_turn_ids}  # these have a rank of their own
     later = later_statements(c, user_id, hits, expansion, retrieved)
     ids = sorted(
@@ -355,5 +321,4 @@ __all__ = [
     "length_share",
     "neighbours",
     "offered",
-    "strong_hits",
 ]

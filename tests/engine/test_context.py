@@ -73,7 +73,7 @@ def test_the_budget_is_a_ceiling_and_a_unit_too_big_is_passed_over() -> None:
     assert pack([Unit(("gone",), 1.0)], turns, 1000).turn_ids == ()
 
 
-def test_neighbours_are_worth_a_share_of_their_hit_and_a_cut_drops_the_weak() -> None:
+def test_neighbours_are_worth_a_share_of_their_hit() -> None:
     turns = _turns()
     hits = _hits([("s1:1",), ("s2:1",)])
     units = hit_units(hits, turns, Expansion(reply=0.5, previous=0.3))
@@ -84,8 +84,6 @@ def test_neighbours_are_worth_a_share_of_their_hit_and_a_cut_drops_the_weak() ->
         (("s1:0",), 0.3),
         (("s2:0",), 0.15),  # s2:1 is the last turn of its session: it has no reply
     ]
-    cut = hit_units(hits, turns, Expansion(reply=0.5, previous=0.3, cut=0.4))
-    assert [u.turn_ids for u in cut] == [("s1:1",), ("s1:2",), ("s2:1",)]
 
 
 def test_a_piece_of_a_long_turn_is_worth_a_share_of_its_rank() -> None:
@@ -399,31 +397,6 @@ def test_only_the_hits_delivered_count_as_accessed(make_memory: MemoryFactory) -
     counts = {e.source_turn_ids[0]: e.access_count for e in memory.get_all("ana")}
     assert counts[small.turn_ids[0]] == 1
     assert sum(counts.values()) == 1  # the two hits that did not fit were not used
-
-
-def test_the_weak_tail_is_cut_when_scores_fall_away() -> None:
-    from tiermem.pipeline.deliver import strong_hits
-    from tiermem.types import ScoreExplanation
-
-    hits = _hits([("s1:0",), ("s1:2",), ("s2:0",), ("s2:1",)])
-    scored = [
-        replace(h, explanation=ScoreExplanation(c))
-        for h, c in zip(
-            hits,
-            [{"dense": 0.9, "bm25": 12.0}, {"dense": 0.4}, {"bm25": 3.0}, {"dense": 0.2}],
-            strict=True,
-        )
-    ]
-    assert [h.id for h in strong_hits(scored, 0.7)] == ["m0"]  # one clear match
-    assert [h.id for h in strong_hits(scored, 0.3)] == ["m0", "m1"]
-    assert len(strong_hits(scored, 0.0)) == 4
-    close = [replace(h, explanation=ScoreExplanation({"dense": 0.8})) for h in hits]
-    assert len(strong_hits(close, 0.7)) == 4  # no fall-off: everything stays
-    far = [
-        replace(h, explanation=ScoreExplanation({"dense": -0.1 * (i + 1)}))
-        for i, h in enumerate(hits)
-    ]
-    assert len(strong_hits(far, 0.7)) == 4  # nothing scored positive: nothing to fall from
 
 
 def test_a_turn_that_repeats_one_delivered_is_passed_over() -> None:
