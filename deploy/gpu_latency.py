@@ -1,33 +1,25 @@
-"""The online roles' latency on a GPU, through transformers and peft: a deployment check.
+"""The LoRA pointwise selector's latency on a GPU, through transformers and peft.
 
-Two steps. ``prepare`` (where tiermem is installed) turns the roles' held-out datasets
-(``tiermem train dataset``: the selector's with ``--negatives all``, so each question keeps its
-whole pool; the writer's; the controller's) into ``prompts.json``: the token ids of each
-prompt as served (the base's chat template, the assistant turn opened) and of each gold
-answer. ``time`` (torch, transformers and peft only, so it runs on a bare GPU machine) times
-them on one or more bases. A base is a Hugging Face folder with
-weights, or, where the weights cannot be had (an offline GPU box), ``config:FILE``: the
-architecture alone, randomly initialised. Latency depends on the shapes and the token
-counts, not on the weights' values, so a random model of the same config times the same;
-only what it would answer differs. Each base gets a LoRA as the roles serve it (rank 8 on
-q/k/v/o, unmerged, as llama.cpp applies an adapter).
+A deployment check, in two steps. ``prepare`` (where tiermem is installed) turns the selector's
+held-out dataset (``tiermem train dataset --negatives all``, so each question keeps its whole
+pool) into ``prompts.json``: the token ids of each prompt as served (the base's chat template,
+the assistant turn opened). ``time`` (torch, transformers and peft only, so it runs on a bare
+GPU machine) times them on one or more bases. A base is a Hugging Face folder with weights, or,
+where the weights cannot be had (an offline GPU box), ``config:FILE``: the architecture alone,
+randomly initialised. Latency depends on the shapes and the token counts, not on the weights'
+values, so a random model of the same config times the same; only what it would answer differs.
+Each base gets a LoRA as the selector serves it (rank 8 on q/k/v/o, unmerged, as llama.cpp
+applies an adapter).
 
-Measured per base, after warm-up, with the GPU synchronised around each call:
+Measured per base, after warm-up, with the GPU synchronised around each call: one question's
+candidates (the read path's pool, 20 for k = 10) scored in one padded batch: the next-token
+logits at each prompt's last token (P(yes) is read there), the shared prompt not cached
+(llama.cpp on a CPU evaluates it once).
 
-- ``selector``: one question's candidates (the read path's pool, 20 for k = 10) scored in one
-  padded batch: the next-token logits at each prompt's last token (P(yes) is read there),
-  the shared prompt not cached (llama.cpp on a CPU evaluates it once).
-- ``writer`` and ``controller``: one prompt, prefill then greedy decoding of as many tokens
-  as that role's gold answer holds (``--decode`` caps it), end of sequence ignored, so a random
-  model decodes as long as a trained one would.
+Output: one JSON line per base with p50 / p95 / mean seconds per question, and tokens.
 
-With ``--train-steps N``, also N LoRA training steps per generating role (``train-writer``,
-``train-controller``: seconds per step of one example), the cost of training on that base.
-
-Output: one JSON line per (base, role) with p50 / p95 / mean seconds per call, and tokens.
-
-    python deploy/gpu_latency.py prepare --selector sel.jsonl --writer wr.jsonl \
-        --controller ctl.jsonl --tokenizer HF_DIR --out prompts.json
+    python deploy/gpu_latency.py prepare --selector sel.jsonl --tokenizer HF_DIR \
+        --out prompts.json
     python deploy/gpu_latency.py time --prompts prompts.json --base HF_DIR
 """
 
@@ -53,7 +45,7 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def load_base(spec: str, device: str, dtype: torch.dtype) -> tuple[Any, str]:
-    """A causal LM with the LoRA the roles serve, and how it was made."""
+    """A causal LM with the LoRA the selector serves, and how it was made."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -104,55 +96,6 @@ def time_selector(model: Any, groups: list[list[list[int]]], device: str, pad: i
     return out
 
 
-def time_generation(
-    model: Any, prompts: list[list[int]], decode: list[int], device: str
-) -> list[float]:
-    """Seconds per call: prefill, then ``decode[i]`` greedy tokens (EOS ignored)."""
-    out = []
-    for prompt, steps in zip(prompts, decode, strict=True):
-        ids = torch.tensor([prompt], device=device)
-        _sync(device)
-        started = time.perf_counter()
-        with torch.inference_mode():
-            model.generate(
-                input_ids=ids,
-                attention_mask=torch.ones_like(ids),
-                max_new_tokens=steps,
-                min_new_tokens=steps,
-                do_sample=False,
-                pad_token_id=0,
-            )
-        _sync(device)
-        out.append(time.perf_counter() - started)
-    return out
-
-
-def time_training(model: Any, items: list[dict[str, Any]], steps: int, device: str) -> list[float]:
-    """Seconds per LoRA step (one example, AdamW), the loss on the answer's tokens only, as
-    ``tiermem train writer`` and ``controller`` train."""
-    model.train()
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    for p in trainable:
-        p.data = p.data.float()  # the adapter in float32 over a bfloat16 base, as training does
-    optimiser = torch.optim.AdamW(trainable, lr=1e-4)
-    out = []
-    for step in range(steps):
-        item = items[step % len(items)]
-        ids = torch.tensor([item["prompt"] + item["answer"]], device=device)
-        labels = torch.tensor([[-100] * len(item["prompt"]) + item["answer"]], device=device)
-        _sync(device)
-        started = time.perf_counter()
-        with torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16):
-            loss = model(input_ids=ids, labels=labels).loss
-        loss.backward()
-        optimiser.step()
-        optimiser.zero_grad(set_to_none=True)
-        _sync(device)
-        out.append(time.perf_counter() - started)
-    model.eval()
-    return out
-
-
 def _row(base: str, made: str, role: str, seconds: list[float], **extra: Any) -> dict[str, Any]:
     return {
         "base": base,
@@ -167,11 +110,9 @@ def _row(base: str, made: str, role: str, seconds: list[float], **extra: Any) ->
 
 
 def prepare(args: argparse.Namespace) -> dict[str, Any]:
-    """The datasets' prompts as token ids: selector pools grouped by question."""
+    """The dataset's prompts as token ids: selector pools grouped by question."""
     from tiermem.training.batches import prompt_text
     from tiermem.training.dataset import read_examples
-    from tiermem.training.generation import encode_answer
-    from tiermem.training.roles import read_role_examples
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
@@ -189,16 +130,6 @@ def prepare(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {
         "selector": [p for p in pools.values() if len(p) == max(map(len, pools.values()))]
     }
-    for role in ("writer", "controller"):
-        items = []
-        for example in read_role_examples(Path(getattr(args, role)))[: args.limit]:
-            whole, labels = encode_answer(tokenizer, example)
-            answer = sum(1 for t in labels if t != -100)
-            items.append(
-                {"prompt": whole[: len(whole) - answer], "answer": whole[len(whole) - answer :],
-                 "answer_tokens": answer}
-            )  # fmt: skip
-        out[role] = items
     Path(args.out).write_text(json.dumps(out))
     return out
 
@@ -211,25 +142,11 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     for base in args.base:
         model, made = load_base(base, device, dtype)
         groups = prompts["selector"][: args.questions]
-        gen = {role: prompts[role][: args.calls] for role in ("writer", "controller")}
         time_selector(model, groups[: args.warmup], device, 0)  # warm-up: kernels, allocator
         seconds = time_selector(model, groups, device, 0)
         tokens = statistics.fmean(sum(len(p) for p in g) for g in groups)
         rows.append(_row(base, made, "selector", seconds, candidates=len(groups[0]),
                          prompt_tokens_per_query=tokens, device=device))  # fmt: skip
-        for role, items in gen.items():
-            ids = [x["prompt"] for x in items]
-            decode = [min(args.decode, x["answer_tokens"]) for x in items]
-            time_generation(model, ids[: args.warmup], decode[: args.warmup], device)
-            seconds = time_generation(model, ids, decode, device)
-            rows.append(_row(base, made, role, seconds, device=device,
-                             prompt_tokens=statistics.fmean(len(p) for p in ids),
-                             decoded_tokens=statistics.fmean(decode)))  # fmt: skip
-        for role, items in gen.items():
-            if args.train_steps:
-                seconds = time_training(model, items, args.train_steps + args.warmup, device)
-                rows.append(_row(base, made, f"train-{role}", seconds[args.warmup :],
-                                 device=device))  # fmt: skip
         del model
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
@@ -239,12 +156,9 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     steps = parser.add_subparsers(dest="step", required=True)
-    prep = steps.add_parser("prepare", help="datasets -> prompts.json (needs tiermem)")
+    prep = steps.add_parser("prepare", help="a dataset -> prompts.json (needs tiermem)")
     prep.add_argument("--selector", required=True, help="tiermem train dataset, --negatives all")
-    prep.add_argument("--writer", required=True, help="tiermem train dataset --role writer")
-    prep.add_argument("--controller", required=True, help="... --role controller")
     prep.add_argument("--tokenizer", required=True, help="the base's HF folder (its tokenizer)")
-    prep.add_argument("--limit", type=int, default=40, help="writer / controller prompts kept")
     prep.add_argument("--out", required=True)
     timing = steps.add_parser("time", help="time prompts.json on bases (torch, peft)")
     timing.add_argument("--prompts", required=True, help="prompts.json")
@@ -252,10 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     timing.add_argument("--device", help="default: cuda if any, else cpu")
     timing.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"))
     timing.add_argument("--questions", type=int, default=40, help="selector questions timed")
-    timing.add_argument("--calls", type=int, default=20, help="writer / controller calls timed")
-    timing.add_argument("--decode", type=int, default=256, help="most tokens decoded a call")
     timing.add_argument("--warmup", type=int, default=3)
-    timing.add_argument("--train-steps", type=int, default=0, help="LoRA steps timed per role")
     args = parser.parse_args(argv)
     if args.step == "prepare":
         made = prepare(args)

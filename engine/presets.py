@@ -83,9 +83,10 @@ VERDICTS: tuple[Verdict, ...] = (
         "generator",
         "qwen0.5b",
         False,
-        "gave the old value for 75 % of changed facts on `tiermem bench updates`; the extractive "
-        "answer quotes the dated context, newest last",
-        "tiermem bench updates --out OUT --generator qwen0.5b",
+        "gave the old value for 75 % of changed facts on `bench updates --generator` (f526abb); "
+        "on the demo 3 of its 8 answers miss the current value; the extractive answer quotes "
+        "the dated context, newest last",
+        "tiermem demo --model qwen0.5b",
     ),
     Verdict(
         "writer",

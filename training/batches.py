@@ -25,7 +25,6 @@ from typing import Any
 import torch
 from tiermem.training import TrainingInputError
 from tiermem.training.dataset import Example
-from tiermem.training.role_example import RoleExample
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +73,7 @@ def sample_groups(
     return [groups[i] for i in sorted(picked)]
 
 
-def prompt_text(tokenizer: Any, example: Example | RoleExample) -> str:
+def prompt_text(tokenizer: Any, example: Example) -> str:
     """The example's messages in the base's chat template, the assistant turn opened."""
     messages = [{"role": m.role, "content": m.content} for m in example.messages]
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)

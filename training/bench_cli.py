@@ -1,7 +1,7 @@
-"""``tiermem bench selector``, ``writer`` and ``generator``: a role's variants compared on
-held-out data. They need training's evaluation, so they are registered on the bench suites'
-subparsers from here (``add_bench_parser`` builds those). Only argparse and paths are imported
-at module level: the CLI's parser is built on every ``tiermem`` call.
+"""``tiermem bench selector``: the selectors compared on held-out data. It needs training's
+evaluation, so it is registered on the bench suites' subparsers from here
+(``add_bench_parser`` builds those). Only argparse and paths are imported at module level: the
+CLI's parser is built on every ``tiermem`` call.
 """
 
 from __future__ import annotations
@@ -13,19 +13,21 @@ from typing import Any
 from rich.console import Console
 from tiermem.bench.cli import parse_budgets, parse_names, positive
 from tiermem.slm.roles.cross_encoder import PRECISIONS
-from tiermem.training.cli import parse_count
 
 # the bench suites that need training's evaluation
-ROLE_BENCHES = ("selector", "writer", "generator")
+ROLE_BENCHES = ("selector",)
 
 
 def add_role_bench_parsers(suites: Any) -> None:
-    """``tiermem bench selector`` and ``tiermem bench writer`` on the bench suites'
-    subparsers (``add_bench_parser``): a role's variants compared on held-out data."""
+    """``tiermem bench selector`` on the bench suites' subparsers (``add_bench_parser``): the
+    selector's variants compared on held-out data."""
     sel = suites.add_parser(
         "selector", help="rank fusion, listwise, pointwise and LoRA-tuned selectors, one run"
     )
-    _role_bench_arguments(sel, "rows, summary", "pointwise-lora")
+    sel.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
+    sel.add_argument("--out", type=Path, required=True, help="rows, summary")
+    sel.add_argument("--model", default="qwen0.5b", help="the base model (llama.cpp alias/GGUF)")
+    sel.add_argument("--adapter", type=Path, help="a GGUF LoRA on --model (pointwise-lora)")
     sel.add_argument(
         "--split", default="test", help="by position %% 10: train (0-6), tune (7) or test (8-9)"
     )
@@ -59,96 +61,19 @@ def add_role_bench_parsers(suites: Any) -> None:
         action="store_true",
         help="run --data's bursty variant (every sentence its own message), as bench locomo does",
     )
-    wr = suites.add_parser(
-        "writer", help="the writer's facts against LoCoMo's gold observations, base and LoRA"
-    )
-    _role_bench_arguments(wr, "writer.json", "the lora variant")
-    wr.add_argument(
-        "--split", default="tune,test", help="comma-separated: train, tune, test (7-9: tune,test)"
-    )
-    wr.add_argument("--windows", default="30", help="a seeded sample of the windows, or 'all'")
-    wr.add_argument("--seed", type=int, default=0)
-    wr.add_argument("--variants", default="base,lora", help="lora runs with --adapter")
-    wr.add_argument(
-        "--updates",
-        type=int,
-        default=4,
-        help="bench updates' users whose changes score the supersedes (0: none)",
-    )
-
-    gen = suites.add_parser(
-        "generator", help="answer()'s model generator, base and LoRA, on held-out questions"
-    )
-    _role_bench_arguments(gen, "answers.jsonl, generator.json", "the lora variant")
-    gen.add_argument(
-        "--split", default="test", help="by position %% 10: train (0-6), tune (7) or test (8-9)"
-    )
-    gen.add_argument("--questions", help="a seeded sample per conversation, or 'all' (default)")
-    gen.add_argument("--seed", type=int, default=0)
-    gen.add_argument(
-        "--embedder", choices=("sentence-transformers", "hash"), default="sentence-transformers"
-    )
-    gen.add_argument("--embed-cache", type=Path, metavar="DIR", help="memoise embeddings here")
-
-
-def _role_bench_arguments(bench: Any, out: str, adapted: str) -> None:
-    """What a role's bench reads and writes: a data file, a folder, a base and its LoRA."""
-    bench.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
-    bench.add_argument("--out", type=Path, required=True, help=out)
-    bench.add_argument("--model", default="qwen0.5b", help="the base model (llama.cpp alias/GGUF)")
-    bench.add_argument("--adapter", type=Path, help=f"a GGUF LoRA on --model ({adapted})")
-
-
-def _inputs(args: argparse.Namespace) -> dict[str, Any]:
-    """What every role bench reads and writes (``_role_bench_arguments``)."""
-    return {"data": args.data, "out": args.out, "model": args.model, "adapter": args.adapter}
 
 
 def run_role_bench(args: argparse.Namespace, console: Console) -> None:
-    """``tiermem bench selector``, ``writer`` or ``generator``: a role's variants on the
-    same inputs."""
-    if args.suite == "generator":
-        from tiermem.config import EmbedderConfig
-        from tiermem.training.generator_eval import GeneratorEvalConfig
-        from tiermem.training.generator_eval import run as evaluate_generator
-
-        evaluate_generator(
-            GeneratorEvalConfig(
-                **_inputs(args),
-                split=args.split,
-                questions=parse_count(args.questions, "--questions", None),
-                seed=args.seed,
-                embedder=EmbedderConfig(provider=args.embedder),
-                embed_cache=args.embed_cache,
-            ),
-            console,
-        )
-        return
-    if args.suite == "writer":
-        from tiermem.training.writer_eval import WriterEvalConfig
-        from tiermem.training.writer_eval import run as evaluate_writer
-
-        variants = parse_names(args.variants, "--variants") or ()
-        if args.adapter is None:
-            variants = tuple(v for v in variants if v != "lora")
-        evaluate_writer(
-            WriterEvalConfig(
-                **_inputs(args),
-                splits=parse_names(args.split, "--split") or (),
-                windows=parse_count(args.windows, "--windows", None),
-                seed=args.seed,
-                variants=variants,
-                updates=max(0, args.updates),
-            ),
-            console,
-        )
-        return
+    """``tiermem bench selector``: the selector's variants on the same inputs."""
     from tiermem.training.evaluate import SelectorEvalConfig
     from tiermem.training.evaluate import run as evaluate_selectors
 
     evaluate_selectors(
         SelectorEvalConfig(
-            **_inputs(args),
+            data=args.data,
+            out=args.out,
+            model=args.model,
+            adapter=args.adapter,
             split=args.split,
             k=positive(args.k, "-k"),
             questions=args.questions and positive(args.questions, "--questions"),

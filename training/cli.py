@@ -1,9 +1,7 @@
-"""``tiermem train``: ``dataset`` (a role's examples of one split: ``--role selector``,
-``controller``, ``writer`` or ``generator``), ``selector`` (LoRA, then the GGUF LoRA and an
-Ollama Modelfile; or the cross-encoder), ``controller``, ``writer`` and ``generator`` (LoRA,
-the same flags and export) and
-``converters`` (unpack llama.cpp's converters; ``make install`` runs it so that exporting works
-offline). ``tiermem bench selector`` and ``writer`` live in :mod:`tiermem.training.bench_cli`.
+"""``tiermem train``: ``dataset`` (the selector's examples of one split), ``selector`` (LoRA,
+then the GGUF LoRA and an Ollama Modelfile; or the cross-encoder) and ``converters`` (unpack
+llama.cpp's converters; ``make install`` runs it so that exporting works offline).
+``tiermem bench selector`` lives in :mod:`tiermem.training.bench_cli`.
 
 Only argparse and paths are imported here: the CLI's parser is built on every ``tiermem`` call.
 """
@@ -16,39 +14,23 @@ from typing import Any
 
 from rich.console import Console
 from tiermem.training import TrainingInputError
-from tiermem.training.settings import (
-    CONTROLLER_MAX_EXAMPLES,
-    GENERATOR_MAX_EXAMPLES,
-    WRITER_MAX_EXAMPLES,
-    CrossEncoderSettings,
-    LoraSettings,
-)
+from tiermem.training.settings import CrossEncoderSettings, LoraSettings
 
 DEFAULTS = LoraSettings()
 CROSS = CrossEncoderSettings()
-GENERATING = ("controller", "writer", "generator")  # the roles that write their answer
-# a generating role's default sample: a whole prompt runs forward and backward for each
-# (training/settings.py says what a run costs on a 2-core CPU)
-ROLE_MAX_EXAMPLES = {
-    "controller": CONTROLLER_MAX_EXAMPLES,
-    "writer": WRITER_MAX_EXAMPLES,
-    "generator": GENERATOR_MAX_EXAMPLES,
-}
 
 
 def add_train_parser(commands: Any) -> None:
     """``tiermem train ...`` under the CLI's subcommands."""
-    train = commands.add_parser("train", help="build a role's training set, fine-tune it")
+    train = commands.add_parser("train", help="build the selector's training set, fine-tune it")
     sub = train.add_subparsers(dest="train_command", required=True)
-    ds = sub.add_parser("dataset", help="a split's examples of one role as JSONL")
+    ds = sub.add_parser("dataset", help="a split's selector examples as JSONL")
     ds.add_argument(
         "--role",
-        choices=("selector", *GENERATING),
+        choices=("selector",),
         default="selector",
-        help="selector: (question, candidate) pairs from the read path's pools; controller: "
-        "(question, memory-shaped rewrite) from the gold evidence; writer: (window of turns, "
-        "the gold observations in it), plus update examples; generator: (what answer() hands "
-        "its model, the gold answer), plus update scenarios",
+        help="(question, candidate) pairs from the read path's pools: the selector's, the one "
+        "role trained here",
     )
     ds.add_argument(
         "--data",
@@ -74,12 +56,6 @@ def add_train_parser(commands: Any) -> None:
     )
     ds.add_argument("--embedder", choices=("sentence-transformers", "hash"), default=None)
     ds.add_argument("--embed-cache", type=Path, metavar="DIR", help="memoise embeddings here")
-    ds.add_argument(
-        "--adversarial-refusals",
-        action="store_true",
-        help="generator: also teach LoCoMo's adversarial questions as refusals (off: taught, "
-        "they made it refuse answerable questions)",
-    )
     sel = sub.add_parser(
         "selector",
         help="LoRA-tune the pointwise selector (GGUF export), or train the cross-encoder",
@@ -123,22 +99,12 @@ def add_train_parser(commands: Any) -> None:
     )
     sel.add_argument("--out", type=Path, help="default: ~/.cache/tiermem/adapters/selector-...")
     _lora_arguments(sel, DEFAULTS.max_examples)
-    for role in GENERATING:
-        gen = sub.add_parser(
-            role, help=f"LoRA-tune the {role} on its dataset (GGUF export, Modelfile)"
-        )
-        gen.add_argument(
-            "--dataset", required=True, help=f"from tiermem train dataset --role {role}"
-        )
-        gen.add_argument("--base", help="alias, HF folder or GGUF (default qwen0.5b)")
-        gen.add_argument("--out", type=Path, help=f"default: ~/.cache/tiermem/adapters/{role}-...")
-        _lora_arguments(gen, ROLE_MAX_EXAMPLES[role])
     conv = sub.add_parser("converters", help="unpack llama.cpp's GGUF converters (pip download)")
     conv.add_argument("--cache", type=Path, help="default: ~/.cache/tiermem/sdist")
 
 
 def _lora_arguments(sel: Any, max_examples: int | None) -> None:
-    """The LoRA run's flags, alike for every role (only the default sample differs)."""
+    """The LoRA run's flags (the cross-encoder reads the ones they share)."""
     sel.add_argument("--rank", type=int, default=DEFAULTS.rank)
     sel.add_argument("--alpha", type=float, default=DEFAULTS.alpha)
     sel.add_argument("--dropout", type=float, default=DEFAULTS.dropout)
@@ -222,8 +188,6 @@ def run_train(args: argparse.Namespace, console: Console) -> int:
         _cross_encoder(args, console)
     elif args.train_command == "selector":
         _selector(args, console)
-    elif args.train_command in GENERATING:
-        _generating(args.train_command, args, console)
     else:
         from tiermem.training.export import DEFAULT_SDIST_CACHE, converters
 
@@ -232,54 +196,11 @@ def run_train(args: argparse.Namespace, console: Console) -> int:
 
 
 def _dataset(args: argparse.Namespace, console: Console) -> None:
-    if args.role == "generator":
-        _generator_dataset(args, console)
-        return
-    if args.role != "selector":
-        from tiermem.training.roles import write_role_dataset
-
-        stats = write_role_dataset(args.role, args.data, args.split, args.out)
-        updates = (
-            f" ({stats.update_examples} from update scenarios)" if stats.update_examples else ""
-        )
-        console.print(
-            f"{args.out}: {stats.examples} {args.role} examples{updates} from "
-            f"{stats.conversations} conversations; {stats.leaks_dropped} dropped for holding "
-            "held-out text",
-            highlight=False,
-        )
-        return
     if len(args.data) > 1:
         _selector_datasets(args, console)
         return
     args.data = args.data[0]
     _selector_dataset(args, console)
-
-
-def _generator_dataset(args: argparse.Namespace, console: Console) -> None:
-    from tiermem.config import EmbedderConfig
-    from tiermem.training.generator_data import GeneratorDataConfig, write_generator_dataset
-
-    embedder = EmbedderConfig(provider=args.embedder) if args.embedder else EmbedderConfig()
-    config = GeneratorDataConfig(
-        embedder, args.embed_cache, adversarial_refusals=args.adversarial_refusals
-    )
-    with _progress(console) as progress:
-        task = progress.add_task("conversations", total=None)
-
-        def started(sample_id: str) -> None:
-            progress.update(task, advance=1, description=sample_id)
-
-        stats = write_generator_dataset(args.data, args.split, args.out, config, started)
-    console.print(
-        f"{args.out}: {stats.examples} generator examples ({stats.update_examples} from update "
-        f"scenarios, {stats.refusals} taught to refuse) from {stats.conversations} "
-        f"conversations and {stats.questions} questions; {stats.no_evidence} left out with no "
-        f"evidence in their context, {stats.adversarial_left_out} adversarial left out "
-        f"(--adversarial-refusals teaches them), {stats.leaks_dropped} dropped for holding "
-        "held-out text",
-        highlight=False,
-    )
 
 
 def _selector_datasets(args: argparse.Namespace, console: Console) -> None:
@@ -356,19 +277,6 @@ def _selector(args: argparse.Namespace, console: Console) -> None:
     _run_lora(args, console, config.settings, lambda step: train_selector(config, step))
 
 
-def _generating(role: str, args: argparse.Namespace, console: Console) -> None:
-    from tiermem.slm.prompts import controller, generator, writer
-    from tiermem.training.generation import default_out, train_role
-    from tiermem.training.lora import TrainConfig
-
-    versions = {"controller": controller, "writer": writer, "generator": generator}
-    version = versions[role].VERSION
-    base = args.base or "qwen0.5b"
-    out = args.out or default_out(role, base, version)
-    config = TrainConfig(_dataset_file(args), base, out, _settings(args), args.resume)
-    _run_lora(args, console, config.settings, lambda step: train_role(role, config, step))
-
-
 def _dataset_file(args: argparse.Namespace) -> Path:
     dataset = Path(args.dataset)
     if not dataset.is_file():
@@ -404,7 +312,7 @@ def _run_lora(
         highlight=False,
     )
     if not args.no_export:
-        _export(result, args.ollama_from, args.train_command, console)
+        _export(result, args.ollama_from, console)
 
 
 def _paths(text: str | None, option: str) -> tuple[Path, ...]:
@@ -464,12 +372,12 @@ def _cross_encoder(args: argparse.Namespace, console: Console) -> None:
     )
 
 
-def _export(result: Any, ollama_from: str | None, role: str, console: Console) -> None:
+def _export(result: Any, ollama_from: str | None, console: Console) -> None:
     from tiermem.training.export import OLLAMA_BASE, lora_to_gguf, modelfile
 
     gguf = lora_to_gguf(result.adapter, result.base.hf_dir, result.out / "adapter.gguf")
     base = ollama_from or (str(result.base.gguf) if result.base.gguf else OLLAMA_BASE)
-    (result.out / "Modelfile").write_text(modelfile(base, gguf, role))
+    (result.out / "Modelfile").write_text(modelfile(base, gguf))
     console.print(f"GGUF LoRA: {gguf}\nOllama: {result.out / 'Modelfile'}", highlight=False)
 
 

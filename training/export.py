@@ -14,16 +14,6 @@ FROM llama3.2:1b-instruct-q4_K_M
 ADAPTER selector.gguf
 PARAMETER temperature 0
 PARAMETER num_predict 1
-
-A role that writes its answer (the writer, the controller) gets no one-token default: each
-request sets its own ``num_predict`` from the role's schema budget.
-
->>> print(modelfile("qwen.gguf", "writer.gguf", "writer"), end="")
-# The writer: a LoRA adapter on its base. FROM must be the base the adapter
-# was trained on (same architecture and size), or Ollama refuses or misapplies it.
-FROM qwen.gguf
-ADAPTER writer.gguf
-PARAMETER temperature 0
 """
 
 from __future__ import annotations
@@ -97,16 +87,17 @@ def hf_to_gguf(model: Path, out: Path, outtype: str = "f32") -> Path:
     return out
 
 
-def modelfile(base: str, adapter: Path | str, role: str = "selector") -> str:
-    """An Ollama Modelfile serving ``adapter`` on ``base`` (an Ollama tag or a GGUF path),
-    without sampling; the selector reads the next-token log-probabilities, so one token."""
-    title = "The pointwise selector" if role == "selector" else f"The {role}"
+def modelfile(base: str, adapter: Path | str) -> str:
+    """An Ollama Modelfile serving the selector's ``adapter`` on ``base`` (an Ollama tag or a
+    GGUF path), without sampling; the selector reads the next-token log-probabilities, so one
+    token."""
     return (
-        f"# {title}: a LoRA adapter on its base. FROM must be the base the adapter\n"
+        "# The pointwise selector: a LoRA adapter on its base. FROM must be the base the adapter\n"
         "# was trained on (same architecture and size), or Ollama refuses or misapplies it.\n"
         f"FROM {base}\n"
         f"ADAPTER {adapter}\n"
-        "PARAMETER temperature 0\n" + ("PARAMETER num_predict 1\n" if role == "selector" else "")
+        "PARAMETER temperature 0\n"
+        "PARAMETER num_predict 1\n"
     )
 
 

@@ -214,8 +214,7 @@ def run_steps(
     progress: ProgressCallback | None = None,
 ) -> TrainResult:
     """The optimiser's steps over ``loss_at(step)`` from where a resumed run left off, with
-    checkpoints; then the adapter and ``train.json`` under ``run.config.out``. Every role's
-    LoRA run ends here."""
+    checkpoints; then the adapter and ``train.json`` under ``run.config.out``."""
     config, settings = run.config, run.config.settings
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=settings.learning_rate)

@@ -27,20 +27,6 @@ from tiermem.training import TrainingInputError
 
 DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 PRECISIONS = ("auto", "float32", "bfloat16")
-# The writer's default sample: its examples are ~1,000 tokens (a window of turns, five related
-# memories, the worked example). A default run on qwen0.5b took 44 min on a 2-core AVX-512 CPU;
-# on a 2-core AVX2 one (float32) a step takes 49 s, and this sample about 3.3 hours.
-WRITER_MAX_EXAMPLES = 240
-# The controller's: its examples are ~450 tokens (the planning prompt, a question, one to three
-# memory-shaped queries): 16.6 s a step on qwen0.5b in float32 on a 2-core AVX2 CPU (no
-# native bfloat16), so all 1,117 of LoCoMo's and LongMemEval-S dev's train split would take
-# over five hours there, and 240 over an hour.
-CONTROLLER_MAX_EXAMPLES = 150
-# The answer generator's: its examples are ~820 tokens (the answer prompt, five delivered
-# memories under their dates, a short answer). A default run on qwen0.5b on a 2-core AVX-512
-# CPU (bfloat16) took 28 min with LoCoMo's adversarial refusals in the set (5.6 s a step, 13
-# of its minutes beside a test run), 20.5 min without them (4.1 s a step, alone).
-GENERATOR_MAX_EXAMPLES = 300
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,11 +9,6 @@
 # script stops with an error, unless TIERMEM_SELECTOR_BASE_ONLY=1 asks for the untuned base
 # under the same name (a first bring-up before training; the pointwise fusion bounds what a
 # weak model can do to the first-stage order, see slm.pointwise_weight).
-#
-# The writer, the controller and the answer generator are optional: where writer.gguf
-# (controller.gguf, generator.gguf) sits beside Modelfile.writer (.controller, .generator),
-# tiermem-writer (-controller, -generator) is created from it on the same base; where it does
-# not, that role is left as tiermem.toml configures it.
 set -eu
 
 DIR=${MODELS_DIR:-/models} # where compose mounts deploy/ollama
@@ -46,15 +41,6 @@ else
     echo "  deploy/.env to serve the untuned base as $NAME for now." >&2
     exit 1
 fi
-
-for ROLE in writer controller generator; do
-    if [ -f "$DIR/$ROLE.gguf" ]; then
-        echo "ollama-init: creating tiermem-$ROLE from $DIR/Modelfile.$ROLE"
-        ollama create "tiermem-$ROLE" -f "$DIR/Modelfile.$ROLE"
-    else
-        echo "ollama-init: no $ROLE.gguf: tiermem-$ROLE is not created (optional)"
-    fi
-done
 
 echo "ollama-init: pulling the embedder $EMBEDDER"
 ollama pull "$EMBEDDER"

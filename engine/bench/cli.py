@@ -35,14 +35,6 @@ def add_bench_parser(commands: Any) -> Any:
     upd.add_argument("--users", type=int, default=24, help="scenarios, one user each")
     upd.add_argument("--seed", type=int, default=7)
     upd.add_argument("--model", help="also run the writer on this llama.cpp model")
-    upd.add_argument("--adapter", type=Path, help="the writer's GGUF LoRA on --model")
-    upd.add_argument(
-        "--generator", help="also answer the first users' questions with this llama.cpp model"
-    )
-    upd.add_argument(
-        "--generator-adapter", type=Path, help="and again with this GGUF LoRA on --generator"
-    )
-    upd.add_argument("--answer-users", type=int, default=4, help="users --generator answers")
     upd.add_argument(
         "--embedder", choices=("sentence-transformers", "hash"), default="sentence-transformers"
     )
@@ -303,10 +295,6 @@ def run_bench(args: argparse.Namespace, console: Console) -> None:
                 args.model,
                 EmbedderConfig(provider=args.embedder),
                 load_config(args.config, {}) if args.config else TiermemConfig(),
-                args.adapter,
-                args.generator,
-                args.generator_adapter,
-                positive(args.answer_users, "--answer-users"),
             ),
             console,
         )

@@ -19,7 +19,6 @@ from tiermem.components import Components, build_components
 from tiermem.config import TiermemConfig
 from tiermem.context import ContextTurn, Unit, pack
 from tiermem.embedding.base import Embedder, EmbedMode
-from tiermem.generator import Generator
 from tiermem.memory import Memory
 
 
@@ -232,15 +231,12 @@ class Tiermem:
         embedder: Embedder | None = None,
         *,
         observations: bool = False,
-        generator: Generator | None = None,
     ) -> None:
         self.name = "tiermem+observations" if observations else "tiermem"
         self._config, self._state, self._k = config, state_dir, k
         self._embedder = embedder  # e.g. the run's cached one; None: the config's own
         # the writer's ceiling: the data set's gold observations written beside the turns
         self._observations = observations
-        # what answer() asks (a training set's recorder); None: the config's own
-        self._generator = generator
         self._memory: Memory | None = None
         self._user = ""
 
@@ -257,8 +253,6 @@ class Tiermem:
             components = components or build_components(config)
             writer = ObservationWriter(components.extractor, sample.observations)
             components = replace(components, extractor=writer)
-        if self._generator is not None:
-            components = replace(components or build_components(config), generator=self._generator)
         self._memory = Memory(config, components=components)
         started = time.perf_counter()
         entries = 0

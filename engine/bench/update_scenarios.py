@@ -27,7 +27,7 @@ makes stale (``Update``): the labels a writer's supersede decisions are scored a
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from tiermem.bench.datasets.conversation import Conversation, DialogueTurn, Question, Session
@@ -48,12 +48,6 @@ class Family:
     before: str  # the question about the value before the change
     distractor: str  # {v}: a value that is not the user's, or not yet
     echo: str = "Noted."  # the assistant's reply to the first statement ({v})
-    # what a writer keeps of each, in the third person ({name}: the user): the writer's
-    # training targets (tiermem.training.roles)
-    fact: str = field(kw_only=True)  # of ``first``
-    changed: str = field(kw_only=True)  # of ``change``
-    other: str = field(kw_only=True)  # of ``distractor``
-    kind: str = field(default="fact", kw_only=True)
 
 
 FAMILIES: tuple[Family, ...] = (
@@ -69,10 +63,6 @@ FAMILIES: tuple[Family, ...] = (
         "Which city did I live in before I moved?",
         "My friend Sam just moved to {v}, lucky him.",
         "{v} sounds lovely.",
-        fact="{name} lives in {v}.",
-        changed="{name} moved from {old} to {new}.",
-        other="{name}'s friend Sam moved to {v}.",
-        kind="fact",
     ),
     Family(
         "job",
@@ -86,10 +76,6 @@ FAMILIES: tuple[Family, ...] = (
         "What was my job before the current one?",
         "My brother just started working as {v}.",
         "Working as {v} must keep you busy.",
-        fact="{name} works as {v}.",
-        changed="{name} started a new job as {new}, after working as {old}.",
-        other="{name}'s brother started working as {v}.",
-        kind="fact",
     ),
     Family(
         "diet",
@@ -103,10 +89,6 @@ FAMILIES: tuple[Family, ...] = (
         "What diet did I follow before?",
         "I might try going {v} some day, who knows.",
         "Got it, {v} recipes only.",
-        fact="{name} is {v}.",
-        changed="{name} is {new} now, no longer {old}.",
-        other="{name} might try going {v} some day.",
-        kind="preference",
     ),
     Family(
         "dentist",
@@ -120,10 +102,6 @@ FAMILIES: tuple[Family, ...] = (
         "When was my dentist appointment first booked for?",
         "My sister's dentist appointment is on {v}.",
         "Dentist on {v}, noted.",
-        fact="{name}'s dentist appointment is on {v} at nine.",
-        changed="{name}'s dentist appointment moved from {old} to {new}.",
-        other="{name}'s sister has a dentist appointment on {v}.",
-        kind="plan",
     ),
     Family(
         "partner",
@@ -137,10 +115,6 @@ FAMILIES: tuple[Family, ...] = (
         "Who was I dating before?",
         "My cousin is dating someone called {v}.",
         "How nice, {v} sounds great.",
-        fact="{name} has been dating {v} for a few months.",
-        changed="{name} broke up with {old} and is dating {new} now.",
-        other="{name}'s cousin is dating someone called {v}.",
-        kind="fact",
     ),
     Family(
         "coffee",
@@ -154,10 +128,6 @@ FAMILIES: tuple[Family, ...] = (
         "What coffee did I order before?",
         "My colleague swears by {v}.",
         "Good choice.",
-        fact="{name}'s usual coffee order is {v}.",
-        changed="{name} orders {new} now instead of {old}.",
-        other="{name}'s colleague swears by {v}.",
-        kind="preference",
     ),
     Family(
         "team",
@@ -171,10 +141,6 @@ FAMILIES: tuple[Family, ...] = (
         "Which team was I on before?",
         "They might put me on the {v} team next year, nothing decided.",
         "The {v} team, noted.",
-        fact="{name} is on the {v} team at work.",
-        changed="{name} left the {old} team and joined the {new} team.",
-        other="{name} might join the {v} team next year; nothing is decided.",
-        kind="fact",
     ),
     Family(
         "car",
@@ -188,10 +154,6 @@ FAMILIES: tuple[Family, ...] = (
         "What car did I drive before?",
         "My neighbour just bought a {v}.",
         "A {v}, nice.",
-        fact="{name} drives a {v}.",
-        changed="{name} sold the {old} and drives a {new} now.",
-        other="{name}'s neighbour bought a {v}.",
-        kind="fact",
     ),
 )
 
@@ -216,16 +178,6 @@ CORRECTIONS: tuple[tuple[str, str, str, str], ...] = (
         "Wednesday morning",
     ),
 )
-CORRECTED_FACTS: tuple[tuple[str, str], ...] = (
-    # what a writer keeps of each correction's statement and of the correction ({name})
-    ("{name}'s team offsite is on Tuesday.", "{name}'s team offsite is on Thursday, not Tuesday."),
-    ("{name}'s mum's birthday dinner is at 7.", "{name}'s mum's birthday dinner is at 8, not 7."),
-    (
-        "The plumber comes to {name} on Monday morning.",
-        "The plumber comes to {name} on Wednesday morning, not Monday.",
-    ),
-)
-
 # Small talk, made from templates so that no two users' weeks read alike; some of it names
 # the words the facts use (a coffee with a friend, a visit from another city).
 _TALK = (
@@ -284,18 +236,6 @@ class Update:
     family: str
 
 
-@dataclass(frozen=True, slots=True)
-class StatedFact:
-    """What a writer should keep of one of a user's statements: the turn, the fact in the
-    third person, its kind, and the older statement's turn it supersedes, if any."""
-
-    turn_id: str
-    text: str
-    kind: str
-    family: str
-    replaces: str | None = None
-
-
 class _Builder:
     def __init__(self) -> None:
         self.sessions: list[list[DialogueTurn]] = []
@@ -318,7 +258,6 @@ class _Builder:
 class Scenario:
     conversation: Conversation
     updates: list[Update]
-    facts: list[StatedFact]
 
 
 def _scenario(user: int, rng: random.Random) -> Scenario:
@@ -331,8 +270,6 @@ def _scenario(user: int, rng: random.Random) -> Scenario:
     first: dict[str, str] = {}
     questions: list[Question] = []
     updates: list[Update] = []
-    facts: list[StatedFact] = []
-    name = b.speaker
 
     def small_talk(n: int) -> None:
         for _ in range(n):
@@ -357,35 +294,23 @@ def _scenario(user: int, rng: random.Random) -> Scenario:
             if what == "first" and f is not None:
                 v = values[f.name][0]
                 first[f.name] = b.say(f.first.format(v=v), f.echo.format(v=v))
-                facts.append(
-                    StatedFact(first[f.name], f.fact.format(name=name, v=v), f.kind, f.name)
-                )
             elif what == "correction":
                 statement, correction, question, answer = CORRECTIONS[user % len(CORRECTIONS)]
                 wrong = b.say(statement, "Noted.")
                 right = b.say(correction, "No problem, corrected.")
                 updates.append(Update(right, wrong, "correction"))
-                was, now = (x.format(name=name) for x in CORRECTED_FACTS[user % len(CORRECTIONS)])
-                facts.append(StatedFact(wrong, was, "plan", "correction"))
-                facts.append(StatedFact(right, now, "plan", "correction", wrong))
                 evidence = (wrong, right)
                 questions.append(Question(question, answer, evidence, "single-hop", "update"))
             elif what == "distractor" and f is not None:
                 v = values[f.name][2]
-                turn = b.say(f.distractor.format(v=v), "Oh, interesting.")
-                facts.append(StatedFact(turn, f.other.format(name=name, v=v), "fact", f.name))
+                b.say(f.distractor.format(v=v), "Oh, interesting.")
             elif f is not None:  # a change, and a look-alike about someone else
                 old, new, other = values[f.name]
                 change = rng.choice(f.change).format(old=old, new=new)
                 turn = b.say(change, "Thanks for the update!")
                 updates.append(Update(turn, first[f.name], f.name))
-                said_new = f.changed.format(name=name, old=old, new=new)
-                facts.append(StatedFact(turn, said_new, f.kind, f.name, first[f.name]))
                 small_talk(1)
-                look_alike = b.say(f.distractor.format(v=other), "Ha, small world.")
-                facts.append(
-                    StatedFact(look_alike, f.other.format(name=name, v=other), "fact", f.name)
-                )
+                b.say(f.distractor.format(v=other), "Ha, small world.")
             small_talk(rng.randint(0, 2))
     for u in updates[1:]:
         family = next(x for x in FAMILIES if x.name == u.family)
@@ -409,16 +334,14 @@ def _scenario(user: int, rng: random.Random) -> Scenario:
         for i, turns in enumerate(b.sessions)
     )
     conv = Conversation(f"updates-{user}", b.speaker, ASSISTANT, sessions, tuple(questions))
-    return Scenario(conv, updates, facts)
+    return Scenario(conv, updates)
 
 
-def scenarios(seed: int = 7, users: int = 24, first_user: int = 0) -> list[Scenario]:
-    """``users`` scenarios, the same for the same seed, each with its labelled changes and
-    what a writer should keep of its statements. Users are numbered from ``first_user``: the
-    number picks the name, the start date and the correction, so other numbers give other
-    users (the writer's training takes users the benchmark never has)."""
+def scenarios(seed: int = 7, users: int = 24) -> list[Scenario]:
+    """``users`` scenarios, the same for the same seed, each with its labelled changes. The
+    user's number picks the name, the start date and the correction."""
     rng = random.Random(seed)
-    return [_scenario(user, rng) for user in range(first_user, first_user + users)]
+    return [_scenario(user, rng) for user in range(users)]
 
 
 def update_scenarios(

@@ -38,17 +38,9 @@ from rich.console import Console
 from rich.table import Table
 from tiermem.bench.datasets.conversation import Conversation, Question
 from tiermem.bench.systems import BM25, NaiveRAG, System, Tiermem
-from tiermem.bench.update_answers import (
-    AnswerTally,
-    answer_sample,
-    check_adapter,
-    generator_config,
-    print_answers,
-)
 from tiermem.bench.update_scenarios import FAMILIES, Update, update_scenarios
 from tiermem.config import EmbedderConfig, LlamaCppConfig, RoleConfig, TiermemConfig
 from tiermem.embedding import Embedder, build_embedder
-from tiermem.errors import InvalidInputError
 from tiermem.generator import NOTHING_IN_MEMORY
 from tiermem.memory import Memory
 from tiermem.types import SearchFilters
@@ -67,12 +59,6 @@ class UpdatesConfig:
     model: str | None = None  # the writer's model (llama.cpp alias or GGUF): adds that path
     embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
     tiermem: TiermemConfig = field(default_factory=TiermemConfig)  # its [delivery], [slm], ...
-    adapter: Path | None = None  # the writer's GGUF LoRA on ``model``
-    # answers through a model generator (llama.cpp alias or GGUF) on the first
-    # ``answer_users`` scenarios, and again with ``generator_adapter`` (a GGUF LoRA) on it
-    generator: str | None = None
-    generator_adapter: Path | None = None
-    answer_users: int = 4
 
 
 @dataclass
@@ -184,7 +170,7 @@ def _tiermem_config(cfg: UpdatesConfig, path: str) -> TiermemConfig:
     if path != WRITER or cfg.model is None:
         return base
     off = RoleConfig(enabled=False)
-    backend = LlamaCppConfig(model=cfg.model, lora_path=cfg.adapter)
+    backend = LlamaCppConfig(model=cfg.model)
     writer = base.slm.writer.model_copy(update={"enabled": True, "backend": None})
     roles = {"backend": backend, "controller": off, "selector": off, "writer": writer}
     return base.model_copy(update={"slm": base.slm.model_copy(update=roles)})
@@ -192,7 +178,6 @@ def _tiermem_config(cfg: UpdatesConfig, path: str) -> TiermemConfig:
 
 def run_updates(cfg: UpdatesConfig, console: Console) -> dict[str, Any]:
     """Every path on every scenario; the figures, also written to ``OUT/updates.json``."""
-    check_answers(cfg)
     convs, labels = update_scenarios(cfg.seed, cfg.users)
     embedder = build_embedder(cfg.embedder)
     paths = [TIERMEM, LATER, *([WRITER] if cfg.model else []), "naive-rag", "bm25"]
@@ -224,7 +209,6 @@ def run_updates(cfg: UpdatesConfig, console: Console) -> dict[str, Any]:
                     counts[2] += answered.text == NOTHING_IN_MEMORY
                     counts[3] += 1
             system.close()
-    generated = _answers(cfg, convs, embedder) if cfg.generator else {}
     result: dict[str, Any] = {
         "scenarios": {"users": cfg.users, "seed": cfg.seed, "questions": _counts(convs)},
         "curve": {p: {str(b): t.row() for b, t in by.items()} for p, by in tallies.items()},
@@ -232,46 +216,16 @@ def run_updates(cfg: UpdatesConfig, console: Console) -> dict[str, Any]:
         "supersede": {p: s.row() for p, s in supersedes.items() if p == WRITER},
         "supersedes_applied": cfg.tiermem.slm.writer_supersedes,
         "wrong_supersedes": {p: s.wrong_examples[:10] for p, s in supersedes.items()},
-        # per family, [labelled changes found, labelled changes]: recall where training saw
-        # the family (tiermem.training.roles.WRITER_FAMILIES) beside where it did not
+        # per family, [labelled changes found, labelled changes]
         "supersede_families": {p: s.families for p, s in supersedes.items() if p == WRITER},
         "refusal": {
             p: {"refused": 100.0 * c[0] / max(c[1], 1), "refused_wrongly": 100.0 * c[2] / c[3]}
             for p, c in refusals.items()
         },
-        "generated": {name: t.row() for name, t in generated.items()},
-        "stale_answers": {name: t.examples for name, t in generated.items()},
     }
     (cfg.out / "updates.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     _print(result, cfg, console)
     return result
-
-
-def check_answers(cfg: UpdatesConfig) -> None:
-    """The generator's options make sense together, said before any ingestion."""
-    if cfg.generator_adapter is not None and cfg.generator is None:
-        raise InvalidInputError("--generator-adapter is a LoRA on --generator: name the model")
-    if cfg.generator is not None and not 1 <= cfg.answer_users <= cfg.users:
-        raise InvalidInputError(
-            f"--answer-users takes 1 to --users ({cfg.users}), got {cfg.answer_users}"
-        )
-    check_adapter(cfg.generator_adapter)
-
-
-def _answers(
-    cfg: UpdatesConfig, convs: Sequence[Conversation], embedder: Embedder
-) -> dict[str, AnswerTally]:
-    """The model generator's answers (and its LoRA's) on the first ``answer_users`` users."""
-    assert cfg.generator is not None
-    own = cfg.tiermem.generator  # its memories, support floor and timeout
-    generators = {cfg.generator: generator_config(cfg.generator, None, own)}
-    if cfg.generator_adapter is not None:
-        name = f"{cfg.generator}+{cfg.generator_adapter.stem}"
-        generators[name] = generator_config(cfg.generator, cfg.generator_adapter, own)
-    chosen = list(convs[: cfg.answer_users])
-    absent = [absent_questions(conv) for conv in chosen]
-    base = cfg.tiermem.model_copy(update={"embedder": cfg.embedder})
-    return answer_sample(chosen, absent, base, generators, cfg.out / "state" / "answers", embedder)
 
 
 def _system(path: str, cfg: UpdatesConfig, embedder: Embedder) -> System:
@@ -322,11 +276,6 @@ def _print(result: dict[str, Any], cfg: UpdatesConfig, console: Console) -> None
             f"{path}: answer() says memory holds nothing for {r['refused']:.1f} % of questions "
             f"about what was never said, and for {r['refused_wrongly']:.1f} % of answerable ones"
         )
-    if result["generated"]:
-        print_answers(result["generated"], cfg.answer_users, console)
-        for name, stale in result["stale_answers"].items():
-            for line in stale[:3]:
-                console.print(f"  {name}, stale: {line}", highlight=False)
     for path, r in result["supersede"].items():
         if not result["supersedes_applied"]:
             console.print(

@@ -23,8 +23,7 @@ def generator_input(
 ) -> prompt.GeneratorInput:
     """What the model generator reads: the question, the last ``stm_turns`` turns, the
     delivered context's lines (date headers, then that day's turns) and today's date (the
-    last turn's; ``unknown`` without one). The generator's training set renders its
-    examples through this too (:mod:`tiermem.training.generator_data`)."""
+    last turn's; ``unknown`` without one)."""
     today = stm[-1].timestamp.date().isoformat() if stm else "unknown"
     return prompt.GeneratorInput(
         question=query,

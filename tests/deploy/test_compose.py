@@ -19,7 +19,7 @@ import pytest
 import yaml
 from tiermem.config import OllamaEmbedderConfig
 from tiermem.settings import load_config
-from tiermem.training.export import OLLAMA_BASE, modelfile
+from tiermem.training.export import OLLAMA_BASE
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -329,20 +329,14 @@ def test_ollama_init_creates_the_selector_from_the_training_modelfile() -> None:
     assert "adapter.gguf" in (mounts[folder] / ".gitignore").read_text().split()
 
 
-def run_init(
-    tmp_path: Path, *, adapter: bool, base_only: str, roles: tuple[str, ...] = ()
-) -> tuple[int, list[str]]:
-    """deploy/ollama/init.sh against a fake ``ollama`` that logs its calls; ``roles``: the
-    optional roles whose adapter (``writer.gguf``, ``controller.gguf``) is there."""
+def run_init(tmp_path: Path, *, adapter: bool, base_only: str) -> tuple[int, list[str]]:
+    """deploy/ollama/init.sh against a fake ``ollama`` that logs its calls."""
     models = tmp_path / "models"
     models.mkdir()
-    for served in ("selector", "writer", "controller", "generator"):
-        name = f"Modelfile.{served}"
-        (models / name).write_text((DEPLOY / "ollama" / name).read_text())
+    name = "Modelfile.selector"
+    (models / name).write_text((DEPLOY / "ollama" / name).read_text())
     if adapter:
         (models / "adapter.gguf").write_bytes(b"GGUF")
-    for role in roles:
-        (models / f"{role}.gguf").write_bytes(b"GGUF")
     fake = tmp_path / "bin" / "ollama"
     fake.parent.mkdir()
     log = tmp_path / "calls"
@@ -371,21 +365,6 @@ def test_init_creates_the_adapter_model(tmp_path: Path) -> None:
     assert "  ADAPTER ./adapter.gguf" in calls
     assert calls[-2] == "pull nomic-embed-text"
     assert calls[-1] == "show tiermem-selector"
-
-
-def test_init_creates_a_trained_writer_or_controller_only_where_its_adapter_is(
-    tmp_path: Path,
-) -> None:
-    code, calls = run_init(tmp_path, adapter=True, base_only="0", roles=("writer", "generator"))
-    assert code == 0
-    assert f"create tiermem-writer -f {tmp_path}/models/Modelfile.writer" in calls
-    assert "  ADAPTER ./writer.gguf" in calls
-    assert f"create tiermem-generator -f {tmp_path}/models/Modelfile.generator" in calls
-    assert not any(c.startswith("create tiermem-controller") for c in calls)
-    for role in ("writer", "controller", "generator"):  # the export's Modelfile, same base
-        served = (DEPLOY / "ollama" / f"Modelfile.{role}").read_text()
-        assert served.endswith(modelfile(OLLAMA_BASE, f"./{role}.gguf", role))
-        assert f"{role}.gguf" in (DEPLOY / "ollama" / ".gitignore").read_text().split()
 
 
 def test_init_refuses_to_start_without_the_adapter(tmp_path: Path) -> None:

@@ -1,7 +1,6 @@
-"""``deploy/gpu_latency.py``, the roles' latency on a GPU, run on this CPU with the tiny base:
-the real prompts are tokenised as served, a selector question's whole pool is timed in one
-batch, generation decodes as many tokens as the gold answer holds, and a random model of a
-config stands in where the weights cannot be had."""
+"""``deploy/gpu_latency.py``, the LoRA selector's latency on a GPU, run on this CPU with the
+tiny base: the real prompts are tokenised as served, a question's whole pool is timed in one
+batch, and a random model of a config stands in where the weights cannot be had."""
 
 from __future__ import annotations
 
@@ -12,12 +11,10 @@ from typing import Any
 
 import pytest
 from tiermem.config import EmbedderConfig
-from tiermem.training.dataset import DatasetConfig, write_dataset
-from tiermem.training.generation import encode_answer
-from tiermem.training.roles import read_role_examples, write_role_dataset
+from tiermem.training.batches import prompt_text
+from tiermem.training.dataset import DatasetConfig, read_examples, write_dataset
 
 from tests.training.test_dataset import _conversation
-from tests.training.test_writer import observed
 
 pytestmark = pytest.mark.slow  # loads a model
 
@@ -41,38 +38,24 @@ def test_prompts_are_timed_as_served(
                       embedder=EmbedderConfig(provider="hash")),
         selector,
     )  # fmt: skip
-    roles = root / "roles.json"
-    roles.write_text(json.dumps(observed(10)))
-    for role in ("writer", "controller"):
-        write_role_dataset(role, [roles], "test", root / f"{role}.jsonl")
     prompts = root / "prompts.json"
     assert script["main"](
-        ["prepare", "--selector", str(selector), "--writer", str(root / "writer.jsonl"),
-         "--controller", str(root / "controller.jsonl"), "--tokenizer", str(tiny_base["base"]),
+        ["prepare", "--selector", str(selector), "--tokenizer", str(tiny_base["base"]),
          "--out", str(prompts)]
     ) == 0  # fmt: skip
     made = json.loads(prompts.read_text())
     assert {len(group) for group in made["selector"]} == {4}  # the pool: 2k candidates
-    example = read_role_examples(root / "writer.jsonl")[0]
-    ids, labels = encode_answer(tiny_base["tokenizer"], example)
-    first = made["writer"][0]
-    assert first["prompt"] + first["answer"] == ids  # the prompt as served, then the answer
-    assert first["answer_tokens"] == sum(1 for t in labels if t != -100)
+    tokenizer = tiny_base["tokenizer"]
+    first = read_examples(selector)[0]
+    served = tokenizer(prompt_text(tokenizer, first), add_special_tokens=False)["input_ids"]
+    assert made["selector"][0][0] == list(served)  # the prompt as served
     capsys.readouterr()
     assert script["main"](
         ["time", "--prompts", str(prompts), "--base", f"config:{tiny_base['base']}",
-         "--dtype", "float32", "--calls", "1", "--decode", "3", "--warmup", "1",
-         "--train-steps", "1"]
+         "--dtype", "float32", "--warmup", "1"]
     ) == 0  # fmt: skip
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [r["role"] for r in rows] == [
-        "selector",
-        "writer",
-        "controller",
-        "train-writer",
-        "train-controller",
-    ]
+    assert [r["role"] for r in rows] == ["selector"]
     assert rows[0]["candidates"] == 4
     assert rows[0]["calls"] == len(made["selector"])
-    assert rows[1]["decoded_tokens"] == 3  # capped by --decode
     assert all(r["made"] == "random weights, same config" and r["p50_s"] > 0 for r in rows)
