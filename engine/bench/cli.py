@@ -90,10 +90,7 @@ def add_bench_parser(commands: Any) -> Any:
         help="memoise embeddings on disk here, for naive-rag and tiermem and later runs",
     )
     loco.add_argument(
-        "--systems",
-        default=",".join(SYSTEMS),
-        help="comma-separated; also tiermem+observations: the gold observations written "
-        "beside the turns, a perfect writer's ceiling (LoCoMo only)",
+        "--systems", default=",".join(SYSTEMS), help="comma-separated, of " + ", ".join(SYSTEMS)
     )
     loco.add_argument(
         "--conversations", help="0-based sample indices or sample ids, e.g. 0,1 or conv-30"

@@ -55,10 +55,6 @@ from tiermem.slm.registry import BackendPool
 from tiermem.slm.roles.common import RoleRuntime
 from tiermem.tokens import ApproxTokenCounter
 
-# tiermem with the data set's gold observations written beside the turns: a perfect writer's
-# ceiling on recall (tiermem.bench.observations); LoCoMo only, asked for by name
-OBSERVATIONS = "tiermem+observations"
-KNOWN_SYSTEMS = (*SYSTEMS, OBSERVATIONS)
 SPLITS = ("choose", "report", "all")
 SEED = 0
 
@@ -143,7 +139,7 @@ def _answerer(cfg: RunConfig, pool: BackendPool, meter: Meter) -> Answerer:
 def _system(name: str, cfg: RunConfig, embedder: Any) -> System:
     """``embedder`` is the run's (maybe cached) embedder, for naive-rag and, when it is cached,
     tiermem; without a cache tiermem builds its own from the config, as a user's would."""
-    if name in ("tiermem", OBSERVATIONS):
+    if name == "tiermem":
         slm = cfg.tiermem.slm
         if cfg.model:
             # the roles as measured (tiermem.presets): the selector listwise, not fusion
@@ -156,8 +152,6 @@ def _system(name: str, cfg: RunConfig, embedder: Any) -> System:
             )
         config = cfg.tiermem.model_copy(update={"slm": slm, "embedder": cfg.embedder})
         cached = embedder if isinstance(embedder, CachedEmbedder) else None
-        if name == OBSERVATIONS:
-            return Tiermem(config, cfg.out / "state-observations", cfg.k, cached, observations=True)
         return Tiermem(config, cfg.state_dir or cfg.out / "state", cfg.k, cached)
     if name == "naive-rag":
         return NaiveRAG(embedder, cfg.k)
@@ -167,7 +161,7 @@ def _system(name: str, cfg: RunConfig, embedder: Any) -> System:
         return Hybrid(embedder, cfg.k)
     if name == "full-context":
         return FullContext()
-    raise BenchInputError(f"unknown system {name!r}; known: {', '.join(KNOWN_SYSTEMS)}")
+    raise BenchInputError(f"unknown system {name!r}; known: {', '.join(SYSTEMS)}")
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -356,11 +350,11 @@ def _record(
 def check_config(cfg: RunConfig) -> None:
     """Refuse, before any work, what names nothing: an unknown system, a budget or k that is
     not a positive number, a data file that is not there."""
-    unknown = [name for name in cfg.systems if name not in KNOWN_SYSTEMS]
+    unknown = [name for name in cfg.systems if name not in SYSTEMS]
     if unknown or not cfg.systems:
         raise BenchInputError(
             f"unknown system {', '.join(map(repr, unknown)) or '(none given)'}; "
-            f"known: {', '.join(KNOWN_SYSTEMS)}"
+            f"known: {', '.join(SYSTEMS)}"
         )
     if cfg.budgets is not None and (not cfg.budgets or any(b <= 0 for b in cfg.budgets)):
         raise BenchInputError(f"budgets must be positive token counts, got {cfg.budgets}")

@@ -14,7 +14,6 @@ import numpy as np
 from qdrant_client.local.bm25 import DEFAULT_B, DEFAULT_K1, bm25_scores, document_tokens
 from tiermem.bench import BenchInputError
 from tiermem.bench.datasets.conversation import Conversation, session_messages
-from tiermem.bench.observations import ObservationWriter
 from tiermem.components import Components, build_components
 from tiermem.config import TiermemConfig
 from tiermem.context import ContextTurn, Unit, pack
@@ -229,14 +228,10 @@ class Tiermem:
         state_dir: Path,
         k: int,
         embedder: Embedder | None = None,
-        *,
-        observations: bool = False,
     ) -> None:
-        self.name = "tiermem+observations" if observations else "tiermem"
+        self.name = "tiermem"
         self._config, self._state, self._k = config, state_dir, k
         self._embedder = embedder  # e.g. the run's cached one; None: the config's own
-        # the writer's ceiling: the data set's gold observations written beside the turns
-        self._observations = observations
         self._memory: Memory | None = None
         self._user = ""
 
@@ -247,12 +242,6 @@ class Tiermem:
             update={"data_dir": paths.data_dir, "mtm": paths.mtm, "journal": paths.journal}
         )
         components = self._components(config)
-        if self._observations:
-            if not sample.observations:
-                raise BenchInputError(f"{sample.sample_id} has no gold observations")
-            components = components or build_components(config)
-            writer = ObservationWriter(components.extractor, sample.observations)
-            components = replace(components, extractor=writer)
         self._memory = Memory(config, components=components)
         started = time.perf_counter()
         entries = 0

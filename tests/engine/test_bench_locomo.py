@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 from rich.console import Console
-from tiermem.bench import BenchInputError
 from tiermem.bench.locomo import Answerer, RunConfig, run
 from tiermem.config import EmbedderConfig
 from tiermem.slm.meter import Meter
@@ -220,52 +219,3 @@ def test_the_model_plays_only_the_roles_asked(tmp_path: Path) -> None:
     )
     free = _system("tiermem", _config(tmp_path), None)._config.slm  # type: ignore[attr-defined]
     assert free.backend.kind == "none"
-
-
-def _with_observations() -> list[dict[str, Any]]:
-    fixture = json.loads(json.dumps(FIXTURE))
-    fixture[0]["observation"] = {
-        "session_1_observation": {
-            "Ben": [["Ben is a woodwind musician.", "D1:2"]],
-            "Ana": [["Ana keeps a pet.", ["D1:1", "D9:9"]], ["Ana names nothing.", "D9:9"]],
-        }
-    }
-    fixture[0]["qa"].append(
-        {
-            "question": "Who is the woodwind musician?",
-            "answer": "Ben",
-            "evidence": ["D1:2"],
-            "category": 4,
-        }
-    )
-    return fixture
-
-
-def test_gold_observations_are_written_beside_the_turns_as_the_writers_ceiling(
-    tmp_path: Path,
-) -> None:
-    """``tiermem+observations``: each gold observation is a fact entry pointing at its turn,
-    beside the turns; a question only the observation's words match finds the turn."""
-    data = tmp_path / "fx.json"
-    data.write_text(json.dumps(_with_observations()))
-    cfg = RunConfig(
-        data=data,
-        out=tmp_path / "out",
-        k=1,
-        embedder=EmbedderConfig(provider="hash"),
-        systems=("tiermem", "tiermem+observations"),
-    )
-    results = run(cfg, Console(quiet=True))
-    by = {(r["system"], r["index"]): r for r in _records(cfg)}
-    assert by[("tiermem+observations", 5)]["delivered"] == ["D1:2"]
-    assert by[("tiermem", 5)]["delivered"] != ["D1:2"]  # no word of the turn is asked
-    builds = {b["system"]: b for b in map(json.loads, (cfg.out / "builds.jsonl").open())}
-    # two observations name a kept turn (the one naming only D9:9 is dropped, counted)
-    assert builds["tiermem+observations"]["entries"] == builds["tiermem"]["entries"] + 2
-    assert results["quirks"]["observations naming no turn (skipped)"] == 1
-
-
-def test_a_ceiling_run_needs_gold_observations(tmp_path: Path) -> None:
-    cfg = _config(tmp_path, systems=("tiermem+observations",))
-    with pytest.raises(BenchInputError, match="no gold observations"):
-        run(cfg, Console(quiet=True))

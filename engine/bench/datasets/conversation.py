@@ -67,23 +67,12 @@ class Question:
 
 
 @dataclass(frozen=True, slots=True)
-class Observation:
-    """A gold fact about one speaker, as a perfect writer would store it (LoCoMo's
-    ``observation``: GPT-written per session and speaker), with the turns it came from."""
-
-    text: str
-    speaker: str
-    turn_ids: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
 class Conversation:
     sample_id: str
     speaker_a: str
     speaker_b: str
     sessions: tuple[Session, ...]
     questions: tuple[Question, ...]
-    observations: tuple[Observation, ...] = ()  # where the data set has them (LoCoMo)
 
     @property
     def speakers(self) -> tuple[str, str]:
@@ -148,7 +137,6 @@ __all__ = [
     "BenchSplit",
     "Conversation",
     "DialogueTurn",
-    "Observation",
     "Question",
     "Quirks",
     "Session",

@@ -24,7 +24,6 @@ from typing import Any
 from tiermem.bench.datasets.conversation import (
     Conversation,
     DialogueTurn,
-    Observation,
     Question,
     Quirks,
     Session,
@@ -139,38 +138,7 @@ def parse_sample(raw: dict[str, Any], quirks: Quirks) -> Conversation:
         speaker_b=str(conversation["speaker_b"]),
         sessions=tuple(sessions),
         questions=tuple(_question(q, kept, skipped, quirks) for q in raw.get("qa", [])),
-        observations=_observations(raw.get("observation") or {}, kept, quirks),
     )
-
-
-def _observations(raw: dict[str, Any], turns: set[str], quirks: Quirks) -> tuple[Observation, ...]:
-    """LoCoMo's ``observation``: ``{"session_N_observation": {speaker: [[text, ids], ...]}}``,
-    ids one ``"D1:3"``, a list of them, or several in one string. An observation naming no
-    kept turn is dropped (counted).
-
-    >>> raw = {"session_1_observation": {"Ann": [["Ann runs.", "D1:1"], ["x", ["D1:1", "D9:9"]]]}}
-    >>> [(o.text, o.turn_ids) for o in _observations(raw, {"D1:1"}, Quirks())]
-    [('Ann runs.', ('D1:1',)), ('x', ('D1:1',))]
-    """
-    out = []
-    for _, by_speaker in sorted(raw.items(), key=lambda kv: _session_number(kv[0])):
-        for speaker, items in by_speaker.items():
-            for item in items:
-                if not isinstance(item, list | tuple) or len(item) != 2:
-                    quirks.note("malformed observations (skipped)")
-                    continue
-                text, refs = item
-                ids = tuple(dict.fromkeys(t for t in _DIA_ID.findall(str(refs)) if t in turns))
-                if not ids or not str(text).strip():
-                    quirks.note("observations naming no turn (skipped)")
-                    continue
-                out.append(Observation(str(text).strip(), str(speaker), ids))
-    return tuple(out)
-
-
-def _session_number(key: str) -> int:
-    found = re.search(r"\d+", key)
-    return int(found.group()) if found else 0
 
 
 def load_locomo(path: Path) -> tuple[list[Conversation], Quirks]:
