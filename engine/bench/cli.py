@@ -39,21 +39,6 @@ def add_bench_parser(commands: Any) -> Any:
         "--embedder", choices=("sentence-transformers", "hash"), default="sentence-transformers"
     )
     upd.add_argument("--config", type=Path, help="tiermem's configuration (TOML), as in locomo")
-    emb = suites.add_parser(
-        "embedders", help="embedding and add() cost per 1,000 turns, beside all-MiniLM-L6-v2"
-    )
-    emb.add_argument("--data", type=Path, action="append", default=[], metavar="FILE")
-    emb.add_argument(
-        "--config",
-        type=Path,
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="a TOML file whose [embedder] is measured (repeatable)",
-    )
-    emb.add_argument("--turns", type=int, default=1000, help="the first N turns of each file")
-    emb.add_argument("--queries", type=int, default=50, help="questions embedded one at a time")
-    emb.add_argument("--out", type=Path, help="also write the rows as JSON here")
     loco = suites.add_parser(
         "locomo", help="tiermem beside naive-rag, bm25, hybrid (their RRF), full-context"
     )
@@ -142,37 +127,6 @@ def add_bench_parser(commands: Any) -> Any:
         help="tiermem's configuration (TOML): its [embedder] (for naive-rag too), "
         "[delivery], [slm], ... apply; the run sets the storage",
     )
-    abl = suites.add_parser("ablations", help="MTM growth and error injection")
-    abl.add_argument("--data", type=Path, required=True)
-    abl.add_argument("--conversation", type=int, default=0)
-    abl.add_argument("--questions", type=int, default=50)
-    abl.add_argument("-k", type=int, default=10)
-    abl.add_argument("--sizes", default="100,1000,5000,10000")
-    abl.add_argument("--model", help="SLM roles for error injection (llama.cpp alias or GGUF)")
-    abl.add_argument(
-        "--consolidation-model", help="run the update gap: LTM consolidated with this model"
-    )
-    abl.add_argument(
-        "--reuse-state",
-        type=Path,
-        help="an ingested tiermem data dir (from bench locomo) to start from",
-    )
-    con = suites.add_parser(
-        "consolidation", help="offline consolidation cost, graph growth and the update gap"
-    )
-    con.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
-    con.add_argument("--conversation", type=int, default=0)
-    con.add_argument("--sessions", type=int, default=5, help="sessions consolidated")
-    con.add_argument("--later", type=int, default=2, help="sessions added but not consolidated")
-    con.add_argument("--model", default="qwen1.5b", help="consolidation model (llama.cpp)")
-    con.add_argument("--questions", type=int, default=40, help="per question group")
-    con.add_argument("-k", type=int, default=10)
-    con.add_argument("--batch-size", type=int, default=48)
-    con.add_argument("--chunk-size", type=int, default=6)
-    con.add_argument(
-        "--threads", type=int, default=1, help="consolidation model threads (0: all cores)"
-    )
-    con.add_argument("--out", type=Path)
     stress = suites.add_parser(
         "stress", help="threads adding/searching/updating/deleting at once, vs one thread"
     )
@@ -181,14 +135,6 @@ def add_bench_parser(commands: Any) -> Any:
     stress.add_argument("--users", type=int, default=4)
     stress.add_argument("--seed", type=int, default=0)
     stress.add_argument("--embedder", choices=("hash", "sentence-transformers"), default="hash")
-    slm = suites.add_parser("slm", help="SLM role validity, latency and cost on a LoCoMo file")
-    slm.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
-    slm.add_argument("--conversation", type=int, default=0, help="which sample (0-based)")
-    slm.add_argument("--model", default="qwen0.5b", help="alias or GGUF path (llama.cpp)")
-    slm.add_argument("--questions", type=int, default=20)
-    slm.add_argument("-k", type=int, default=10, help="memories delivered per question")
-    slm.add_argument("--out", type=Path)
-
     served = suites.add_parser(
         "service", help="latency through tiermem serve beside the in-process Memory, one run"
     )
@@ -234,37 +180,6 @@ def run_bench(args: argparse.Namespace, console: Console) -> None:
             raise InvalidInputError("--lodo-grid and --lodo-try choose for --lodo: add --lodo")
         else:
             run_all(configs, args.out, console)
-    elif args.suite == "ablations":
-        from tiermem.bench.ablations import main as ablations_main
-
-        ablations_main(
-            args.data,
-            args.conversation,
-            args.questions,
-            args.k,
-            [int(x) for x in args.sizes.split(",")],
-            args.model,
-            args.reuse_state,
-            console,
-            args.consolidation_model,
-        )
-    elif args.suite == "consolidation":
-        from tiermem.bench.consolidation import run as consolidation_run
-
-        consolidation_run(
-            args.data,
-            args.conversation,
-            args.sessions,
-            args.later,
-            args.model,
-            args.questions,
-            args.k,
-            args.batch_size,
-            args.chunk_size,
-            args.out,
-            console,
-            threads=args.threads or None,
-        )
     elif args.suite == "stress":
         from tiermem.bench.stress import main as stress_main
 
@@ -295,36 +210,12 @@ def run_bench(args: argparse.Namespace, console: Console) -> None:
             ),
             console,
         )
-    elif args.suite == "embedders":
-        from tiermem.bench.embedders import main as embedders_main
-        from tiermem.settings import load_config
-
-        embedders_main(
-            args.data,
-            [load_config(path, {}).embedder for path in args.config],
-            positive(args.turns, "--turns"),
-            positive(args.queries, "--queries"),
-            args.out,
-            console,
-        )
-    elif args.suite == "mtm":
+    else:
         from tiermem.bench.mtm import main as mtm_main
 
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
         users = positive(args.users, "--users")
         mtm_main(sizes, args.samples, args.embedder, args.out, console, users)
-    else:
-        from tiermem.bench.slm import main as slm_main
-
-        slm_main(
-            args.data,
-            args.conversation,
-            args.model,
-            args.questions,
-            args.k,
-            args.out,
-            console,
-        )
 
 
 def parse_names(text: str | None, option: str) -> tuple[str, ...] | None:
