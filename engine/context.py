@@ -108,6 +108,30 @@ class DeliveredContext:
         return self.text.splitlines()
 
 
+class LineCosts:
+    """Each turn's line, token-counted once for one context: offering later statements,
+    the units' length shares and packing all read the cost here.
+
+    >>> costs = LineCosts(ApproxTokenCounter())
+    >>> t = ContextTurn("a", "s1", 0, "Ana", "I adopted a cat.", datetime(2024, 6, 3))
+    >>> costs(t), costs(t), len(costs)
+    (7, 7, 1)
+    """
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+        self._cost: dict[str, int] = {}
+
+    def __call__(self, turn: ContextTurn) -> int:
+        cost = self._cost.get(turn.turn_id)
+        if cost is None:
+            cost = self._cost[turn.turn_id] = self.counter.count(turn.line)
+        return cost
+
+    def __len__(self) -> int:
+        return len(self._cost)
+
+
 def _header(turn: ContextTurn) -> str:
     return f"[{human_date(turn.at)}]"
 
@@ -118,19 +142,13 @@ class _Layout:
     Rendered lines are joined by newlines, which the counters do not count, so the cost of
     the text is the sum of its lines' costs, kept per session as turns are added."""
 
-    def __init__(self, turns: Mapping[str, ContextTurn], counter: TokenCounter) -> None:
-        self._turns, self._counter = turns, counter
+    def __init__(self, turns: Mapping[str, ContextTurn], costs: LineCosts) -> None:
+        self._turns, self._counter, self.line_cost = turns, costs.counter, costs
         self.sessions: dict[str, dict[int, ContextTurn]] = {}
         self.notes: list[str] = []
-        self._line_cost: dict[str, int] = {}
         self._session_cost: dict[str, int] = {}
         self.total = 0
-        self._gap = counter.count(GAP)
-
-    def line_cost(self, turn: ContextTurn) -> int:
-        if turn.turn_id not in self._line_cost:
-            self._line_cost[turn.turn_id] = self._counter.count(turn.line)
-        return self._line_cost[turn.turn_id]
+        self._gap = self._counter.count(GAP)
 
     def _cost(self, chosen: Mapping[int, ContextTurn]) -> int:
         if not chosen:
@@ -199,14 +217,17 @@ def pack(
     turns: Mapping[str, ContextTurn],
     budget_tokens: int,
     counter: TokenCounter | None = None,
+    costs: LineCosts | None = None,
 ) -> DeliveredContext:
     """Deliver ``units`` in the order given while they fit in ``budget_tokens``; a unit that
     does not fit is passed over (a smaller one after it may still fit). A unit naming a turn
     missing from ``turns`` is passed over too, and so is one whose new turns only repeat turns
     already delivered (the same words, said again). Turns already delivered cost nothing
-    again."""
-    counter = counter or ApproxTokenCounter()
-    layout = _Layout(turns, counter)
+    again. ``costs``: the turns' lines as already counted (by ``counter``'s count)."""
+    if costs is None:
+        costs = LineCosts(counter or ApproxTokenCounter())
+    counter = costs.counter
+    layout = _Layout(turns, costs)
     repeats = _Repeats(turns)
     for unit in units:
         if unit.line is None and (not unit.turn_ids or any(t not in turns for t in unit.turn_ids)):
@@ -276,6 +297,7 @@ __all__ = [
     "DEFAULT_BUDGET_TOKENS",
     "ContextTurn",
     "DeliveredContext",
+    "LineCosts",
     "Snippet",
     "Unit",
     "pack",

@@ -66,6 +66,15 @@ class ForgetCounts:
 
 
 @dataclass(frozen=True, slots=True)
+class AddSnapshot:
+    """``Journal.before_add``: what an add reads before it writes."""
+
+    unfinished: bool  # an earlier write or erasure is to be finished first
+    known: dict[str, Turn]  # the turns of the add already stored, by id
+    tail: list[Turn]  # the session's last stored turns before the new ones, oldest first
+
+
+@dataclass(frozen=True, slots=True)
 class Intent:
     """A write the journal holds and the store may not have yet. ``pending``: to be applied
     (again); ``undoing``: the store refused it, to be rolled back. ``payload`` is the
@@ -286,6 +295,28 @@ class Journal:
             (user_id, *turn_ids),
         )
         return {t.turn_id: t for t in _turns(user_id, rows)}
+
+    def before_add(
+        self, user_id: str, session_id: str, turn_ids: Sequence[str], n: int
+    ) -> AddSnapshot:
+        """What ``add()`` reads before it writes, in one read of one snapshot: whether an
+        earlier write or erasure is unfinished (``has_unfinished``), which of ``turn_ids``
+        are stored (``turns``), and the last ``n`` stored turns of the session that are not
+        among them (``session_tail``)."""
+        with self._lock:
+            self._check_open()
+            try:
+                self._conn.execute("BEGIN")  # deferred: a read transaction, one snapshot
+            except sqlite3.Error as exc:
+                raise audit_error("cannot read the journal", exc) from exc
+            try:
+                unfinished = self.has_unfinished()
+                known = self.turns(user_id, turn_ids)
+                new = [t for t in turn_ids if t not in known]
+                tail = self.session_tail(user_id, session_id, n, new)
+            finally:
+                self._rollback()  # nothing was written: ends the read
+        return AddSnapshot(unfinished, known, tail)
 
     def sessions_of(self, user_id: str, turn_ids: Sequence[str]) -> list[Turn]:
         """Every stored turn of the sessions that hold these turns of this user, each session

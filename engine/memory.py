@@ -21,16 +21,23 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from tiermem.access import AccessLog
 from tiermem.clock import Clock
 from tiermem.components import Components, build_components
 from tiermem.config import DEFAULT_DATA_DIR, TiermemConfig
 from tiermem.context import DEFAULT_BUDGET_TOKENS, DeliveredContext, pack
-from tiermem.errors import ClosedError, ConfigError, KnowledgeItemError, MemoryNotFoundError
+from tiermem.errors import (
+    ClosedError,
+    ConfigError,
+    KnowledgeItemError,
+    MemoryNotFoundError,
+    TiermemError,
+)
 from tiermem.generator import supports
 from tiermem.pipeline.deliver import build_context
 from tiermem.pipeline.forget import ForgetReport as ForgetReport  # public here
 from tiermem.pipeline.forget import run_forget
-from tiermem.pipeline.read import record_access, run_search
+from tiermem.pipeline.read import run_search
 from tiermem.pipeline.recovery import finish_unfinished, recover
 from tiermem.pipeline.write import run_add, run_delete, run_update
 from tiermem.policy import Expansion
@@ -101,6 +108,7 @@ class Memory:
         self.config = config
         self._c = components if components is not None else build_components(config, clock)
         self._write_lock = threading.RLock()
+        self._access = AccessLog()  # reads count here; writes carry the counts to the store
         self._closed = False
         self._consolidation: Consolidation | None = None
         self._turns_since_trigger = 0
@@ -172,9 +180,11 @@ class Memory:
         self._check_open()
         uid = validate_user_id(user_id)
         sid = validate_session_id(session_id)
-        checked = normalize_messages(messages, uid, sid, self._c.clock)
+        now = self._c.clock.now()  # the add's one clock reading: turns, entries, audit rows
+        checked = normalize_messages(messages, uid, sid, now)
         with self._write_lock:
-            result = run_add(self._c, uid, sid, checked.turns)
+            self._access.write(self._c.store)
+            result = run_add(self._c, uid, sid, checked.turns, now)
         if checked.empty:
             result = replace(result, empty_messages=checked.empty)
         self._maybe_trigger(uid, result)
@@ -201,6 +211,7 @@ class Memory:
         uid = validate_user_id(user_id)
         new_text = validate_memory_text(text)
         with self._write_lock:
+            self._access.write(self._c.store)
             return run_update(self._c, self._get(memory_id, uid, "update"), new_text)
 
     def delete(self, memory_id: str, user_id: str) -> None:
@@ -209,6 +220,7 @@ class Memory:
         self._check_open()
         uid = validate_user_id(user_id)
         with self._write_lock:
+            self._access.write(self._c.store)
             run_delete(self._c, self._get(memory_id, uid, "delete"))
 
     def forget_user(self, user_id: str) -> ForgetReport:
@@ -218,6 +230,7 @@ class Memory:
         self._check_open()
         uid = validate_user_id(user_id)
         with self._write_lock:
+            self._access.forget(uid)
             return run_forget(self._c, uid)
 
     # -- offline consolidation ------------------------------------------------------------
@@ -226,6 +239,8 @@ class Memory:
         one. Raises ``ConfigError`` when LTM is off."""
         self._check_open()
         consolidation = self._require_consolidation()
+        with self._write_lock:  # consolidation reads the counts
+            self._access.write(self._c.store)
         if user_id is None:
             return consolidation.scheduler.run_now()
         uid = validate_user_id(user_id)
@@ -261,7 +276,7 @@ class Memory:
         text = validate_text(query)
         stm = self._c.stm.window(uid, validate_session_id(session_id))
         hits = run_search(self._c, uid, text, limit, validate_filters(filters), stm)
-        return record_access(self._c, uid, hits)
+        return self._access.count_hits(uid, hits, self._c.clock.now())
 
     def context(
         self,
@@ -285,7 +300,7 @@ class Memory:
         uid = validate_user_id(user_id)
         expansion = self._c.policy.delivery.expansion_for(expand)
         ctx = self._deliver(query, uid, budget_tokens, session_id, filters, k, expansion)
-        return replace(ctx, hits=tuple(record_access(self._c, uid, ctx.hits)))
+        return replace(ctx, hits=tuple(self._access.count_hits(uid, ctx.hits, self._c.clock.now())))
 
     def _deliver(
         self,
@@ -329,7 +344,7 @@ class Memory:
         floor = self.config.generator.support_min_similarity
         if not supports(query, ctx, floor):  # the nearest bear on nothing: none used or counted
             ctx = pack([], {}, budget, self._c.tokens)
-        ctx = replace(ctx, hits=tuple(record_access(self._c, uid, ctx.hits)))
+        ctx = replace(ctx, hits=tuple(self._access.count_hits(uid, ctx.hits, self._c.clock.now())))
         stm = self._c.stm.window(uid, sid)
         text = self._c.generator.generate(query, stm, ctx)
         return AnswerResult(text, ctx.hits, ctx.tokens, ctx.source_turns)
@@ -348,7 +363,8 @@ class Memory:
         ``KnowledgeItemError`` (a ``MemoryNotFoundError``) says so; the hit itself holds the
         fact, and ``knowledge_history(id)`` its changes."""
         self._check_open()
-        return self._get(memory_id, validate_user_id(user_id), "get")
+        uid = validate_user_id(user_id)
+        return self._access.overlay(uid, [self._get(memory_id, uid, "get")])[0]
 
     def _get(self, memory_id: str, user_id: str, operation: str) -> MemoryEntry:
         memory_id = self._own_memory_id(memory_id, user_id, operation)
@@ -370,7 +386,7 @@ class Memory:
         """Every entry of this user matching ``filters``, oldest first."""
         self._check_open()
         uid = validate_user_id(user_id)
-        return self._c.store.list_entries(uid, validate_filters(filters))
+        return self._access.overlay(uid, self._c.store.list_entries(uid, validate_filters(filters)))
 
     def history(self, memory_id: str, user_id: str) -> list[AuditEvent]:
         """Every change to this entry, oldest first (also after it was deleted). An ``ltm:``
@@ -424,6 +440,7 @@ class Memory:
             self._consolidation.stop()  # finishes the chunk in flight, commits nothing more
         with self._write_lock:
             try:
+                self._write_access_counts()
                 if self._c.ltm is not None:
                     self._c.ltm.close()  # saves, then releases its directory to the next writer
                 self._c.store.close()
@@ -431,6 +448,13 @@ class Memory:
                 self._c.journal.close()
                 for close in self._c.closers:
                     close()
+
+    def _write_access_counts(self) -> None:
+        """At close: the reads' counts, or a warning that they are lost (a full disk)."""
+        try:
+            self._access.write(self._c.store)
+        except TiermemError as exc:
+            logger.warning("access counts not written at close (%s)", type(exc).__name__)
 
     def __enter__(self) -> Memory:
         return self

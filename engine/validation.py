@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from tiermem.clock import Clock
 from tiermem.errors import (
     EmptyMessagesError,
     InvalidFilterError,
@@ -290,9 +289,9 @@ def _as_message(index: int, raw: MessageLike) -> Message:
     raise InvalidMessageError(index, f"expected str, Message or mapping, got {type(raw).__name__}")
 
 
-def _resolve_timestamp(index: int, value: object, clock: Clock) -> datetime:
+def _resolve_timestamp(index: int, value: object, now: datetime) -> datetime:
     if value is None:
-        return clock.now().astimezone(UTC)
+        return now.astimezone(UTC)
     if isinstance(value, str):
         try:
             value = datetime.fromisoformat(value)
@@ -345,10 +344,11 @@ def normalize_messages(
     messages: MessageLike | Iterable[MessageLike],
     user_id: str,
     session_id: str,
-    clock: Clock,
+    now: datetime,
 ) -> Messages:
     """Turn whatever the caller passed into validated ``Turn`` objects, or raise. A message
-    with no content is left out and its position reported, unless no message has any."""
+    with no content is left out and its position reported, unless no message has any; one
+    without a timestamp is stamped ``now``."""
     items: Sequence[MessageLike]
     if isinstance(messages, str | Message | Mapping):
         items = [messages]
@@ -372,7 +372,7 @@ def normalize_messages(
         problem = _identifier_problem(speaker)
         if problem is not None:
             raise InvalidMessageError(index, f"speaker {shown(speaker)}: {problem}")
-        timestamp = _resolve_timestamp(index, message.timestamp, clock)
+        timestamp = _resolve_timestamp(index, message.timestamp, now)
         if message.turn_id is not None:
             problem = _identifier_problem(message.turn_id)
             if problem is not None:

@@ -256,8 +256,8 @@ def lodo_markdown(
             "|---|" + "---|" * len(names),
         ]
         for i, delta in list(enumerate(deltas))[1:]:
-            cells = " | ".join(f"{100 * delta[n]:+.1f}" for n in names)
-            lines.append(f"| {i}: {candidates[i].name} | {cells} |")
+            row = " | ".join(f"{100 * delta[n]:+.1f}" for n in names)
+            lines.append(f"| {i}: {candidates[i].name} | {row} |")
     return "\n".join(lines) + "\n"
 
 

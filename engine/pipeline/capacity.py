@@ -60,6 +60,7 @@ def enforce_capacity(
     user_id: str,
     capacity: int,
     merge_threshold: float,
+    now: datetime,
     protected: Collection[str] = (),
 ) -> tuple[str, ...]:
     """Evict down to the low-water mark once over ``capacity``; never the ``protected`` ids
@@ -67,7 +68,6 @@ def enforce_capacity(
     count = c.store.count(user_id)
     if count <= capacity:
         return ()
-    now = c.clock.now()
     entries = c.store.list_entries(user_id, SearchFilters(include_superseded=True))
     candidates = [e for e in entries if e.id not in protected]
     victims = eviction_order(candidates, now)[: count - low_water_mark(capacity)]

@@ -18,9 +18,9 @@ from dataclasses import replace
 from functools import partial
 
 from tiermem.components import Components
-from tiermem.context import ContextTurn, DeliveredContext, Unit, pack
+from tiermem.context import ContextTurn, DeliveredContext, LineCosts, Unit, pack
 from tiermem.embedding.base import EmbedMode, Vectors, check_vectors
-from tiermem.pipeline.read import concurrently
+from tiermem.pipeline.read import FoundTurns, concurrently
 from tiermem.policy import Expansion
 from tiermem.render import index_text, render_memory
 from tiermem.roles.extract import cut_in_pieces
@@ -163,7 +163,7 @@ def offered(
     hit: SearchHit,
     found: Sequence[ScoredEntry],
     turns: Mapping[str, ContextTurn],
-    c: Components,
+    costs: Callable[[ContextTurn], int],
     expansion: Expansion,
     retrieved: Set[str],
 ) -> list[tuple[str, ...]]:
@@ -181,7 +181,7 @@ def offered(
         ids = tuple(
             t for t in s.entry.source_turn_ids if t in turns and turns[t].speaker in speakers
         )
-        cost = sum(c.tokens.count(turns[t].line) for t in ids)
+        cost = sum(costs(turns[t]) for t in ids)
         if not ids or ids in out or cost > expansion.later_max_tokens:
             continue
         known = all(t in retrieved for t in ids)
@@ -207,26 +207,21 @@ def hit_units(
     both; a piece's unit by its whole turn's cost, though its fallback line is shorter)."""
     by_place = {(t.session_id, t.position): t for t in turns.values()}
 
-    counted: dict[str, int] = {}
-
     def cost(ids: Sequence[str]) -> int:  # 0: lengths do not count (no counter, no turns)
         if tokens is None:
             return 0
-        for t in ids:
-            if t not in counted and t in turns:
-                counted[t] = tokens(turns[t])
-        return sum(counted.get(t, 0) for t in ids)
+        return sum(tokens(turns[t]) for t in ids if t in turns)
 
     units: list[Unit] = []
-    found: set[str] = set()
+    found = FoundTurns()
     rank = -1
     for hit in hits:
         own = tuple(t for t in hit.source_turn_ids if t in turns)
-        if expansion.distinct and own and found.issuperset(own):
+        if expansion.distinct and found.repeats(own):
             continue  # a turn found again (alone, or in an exchange): no second rank
         rank += 1
         value = hit_value(rank)
-        found.update(own)
+        found.add(own)
         if hit.tier is Tier.LTM or not own:
             units.append(Unit((), value, render_memory(hit.item)))
             continue
@@ -286,13 +281,13 @@ def build_context(
     stored = c.journal.sessions_of(user_id, ids)
     turns = context_turns(stored)
     hit_of = {h.id: h for h in hits}
+    costs = LineCosts(c.tokens)  # each turn counted once: offering, length shares, packing
     offers = {
-        h: offered(hit_of[h], found, turns, c, expansion, retrieved) for h, found in later.items()
+        h: offered(hit_of[h], found, turns, costs, expansion, retrieved)
+        for h, found in later.items()
     }
-    units = hit_units(
-        hits, turns, expansion, offers, lambda t: c.tokens.count(t.line), budget_tokens
-    )
-    ctx = pack(units, turns, budget_tokens, c.tokens)
+    units = hit_units(hits, turns, expansion, offers, costs, budget_tokens)
+    ctx = pack(units, turns, budget_tokens, costs=costs)
     by_id = {t.turn_id: t for t in stored}
     sources = {tid: by_id[tid] for tid in ctx.turn_ids if tid in by_id}
     return replace(ctx, hits=tuple(delivered_hits(ctx, hits)), source_turns=sources)

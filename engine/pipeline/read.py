@@ -185,24 +185,6 @@ def within_tier_budget(candidates: Sequence[Candidate], k_ltm: int) -> list[Cand
     return kept
 
 
-def record_access(c: Components, user_id: str, hits: Sequence[SearchHit]) -> list[SearchHit]:
-    """Count one access of each MTM entry retrieved; return the hits as they now stand. An
-    entry deleted since the search found it is returned as found and not counted."""
-    ids = [h.id for h in hits if h.tier is Tier.MTM]
-    if not ids:
-        return list(hits)
-    updates = c.store.record_access(user_id, ids, c.clock.now())
-    return [
-        replace(
-            h,
-            item=replace(h.entry, access_count=u.access_count, last_accessed=u.last_accessed),
-        )
-        if h.tier is Tier.MTM and (u := updates.get(h.id)) is not None
-        else h
-        for h in hits
-    ]
-
-
 def relax_if_starved(
     c: Components,
     user_id: str,
@@ -223,6 +205,27 @@ def relax_if_starved(
     return candidates + [x for x in extra if x.id not in seen][:room]
 
 
+class FoundTurns:
+    """The ``distinct`` rule, written once for the search (``distinct``) and for delivery
+    (``tiermem.pipeline.deliver.hit_units``): an entry whose source turns better entries
+    already hold repeats them.
+
+    >>> found = FoundTurns()
+    >>> found.add(("a", "b"))
+    >>> found.repeats(("a",)), found.repeats(("a", "c")), found.repeats(())
+    (True, False, False)
+    """
+
+    def __init__(self) -> None:
+        self._found: set[str] = set()
+
+    def repeats(self, turn_ids: Sequence[str]) -> bool:
+        return bool(turn_ids) and self._found.issuperset(turn_ids)
+
+    def add(self, turn_ids: Sequence[str]) -> None:
+        self._found.update(turn_ids)
+
+
 def distinct(candidates: Sequence[Candidate]) -> list[Candidate]:
     """The candidates, best first, with each MTM entry whose source turns better candidates
     already hold moved after the others: a turn found again in its exchange, a writer's entry
@@ -241,15 +244,15 @@ def distinct(candidates: Sequence[Candidate]) -> list[Candidate]:
     >>> [x.id for x in distinct([cand("a", "b"), cand("a"), cand("c"), cand("b", "c")])]
     ['a,b', 'c', 'a', 'b,c']
     """
-    found: set[str] = set()
+    found = FoundTurns()
     first: list[Candidate] = []
     again: list[Candidate] = []
     for cand in candidates:
         own = cand.source_turn_ids
-        if cand.tier is Tier.MTM and own and found.issuperset(own):
+        if cand.tier is Tier.MTM and found.repeats(own):
             again.append(cand)
             continue
-        found.update(own)
+        found.add(own)
         first.append(cand)
     return first + again
 
@@ -282,13 +285,13 @@ def run_search(
 
 
 __all__ = [
+    "FoundTurns",
     "Route",
     "distinct",
     "first_stage",
     "ltm_applies",
     "on_topic",
     "query_vectors",
-    "record_access",
     "relax_if_starved",
     "run_search",
     "within_tier_budget",

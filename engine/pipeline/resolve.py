@@ -62,6 +62,7 @@ def plan_writes(
     proposed: Sequence[Proposed],
     vectors: Vectors,
     merge_threshold: float,
+    now: datetime,
     grown: Sequence[tuple[MemoryEntry, MemoryEntry]] = (),
 ) -> WritePlan:
     """Decide add / merge / supersede for each proposed entry (see the module docstring);
@@ -71,7 +72,6 @@ def plan_writes(
     measured on LoCoMo with Qwen2.5-Coder-0.5B, the writer often copies a memory it was shown
     and marks it as replacing a different one; a copy is not an update."""
     plan = WritePlan()
-    now = c.clock.now()
     # A verbatim entry that grew (``grown``, as stored and as it becomes): merged by id.
     plan.merges.extend((old, new, 1.0) for old, new in grown)
     for item, vector in zip(proposed, vectors, strict=True):
@@ -131,9 +131,13 @@ def _nearest(
 
 
 def apply_writes(
-    c: Components, user_id: str, plan: WritePlan, turns: Sequence[Turn], actor: str
+    c: Components,
+    user_id: str,
+    plan: WritePlan,
+    turns: Sequence[Turn],
+    actor: str,
+    now: datetime,
 ) -> None:
-    now = c.clock.now()
     records = [
         AuditRecord(
             now,

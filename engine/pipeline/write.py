@@ -129,24 +129,30 @@ def related_memories(
     return [entries[i] for i in in_turns(ranked, RELATED_MEMORIES)]
 
 
-def run_add(c: Components, user_id: str, session_id: str, turns: Sequence[Turn]) -> AddResult:
-    finish_unfinished(c)
-    known = c.journal.turns(user_id, [t.turn_id for t in turns])
+def run_add(
+    c: Components, user_id: str, session_id: str, turns: Sequence[Turn], now: datetime
+) -> AddResult:
+    """Add ``turns`` (see the module docstring); ``now`` is the one time the add reads: its
+    entries' creation, their audit rows and the capacity check all carry it."""
+    ids = [t.turn_id for t in turns]
+    # One read of the journal: what is unfinished, which turns are stored, and the session's
+    # stored turns before these (not STM's: an exchange forms however the messages came, one
+    # add() each or all at once, and across restarts).
+    snapshot = c.journal.before_add(user_id, session_id, ids, SESSION_CONTEXT_TURNS)
+    if snapshot.unfinished:  # an earlier failure's write is finished first: read again
+        finish_unfinished(c)
+        snapshot = c.journal.before_add(user_id, session_id, ids, SESSION_CONTEXT_TURNS)
+    known, context = snapshot.known, snapshot.tail
     new_turns = [t for t in turns if t.turn_id not in known]  # re-adding costs nothing
-    # The session's stored turns before these, from the journal (not STM): an exchange forms
-    # however the messages came, one add() each or all at once, and across restarts.
-    context = c.journal.session_tail(
-        user_id, session_id, SESSION_CONTEXT_TURNS, [t.turn_id for t in new_turns]
-    )
     existing = (
         related_memories(c, user_id, new_turns, context)
         if new_turns and c.extractor.wants_existing
         else []
     )
     extraction = c.extractor.extract(new_turns, context, existing)
-    proposed = materialise(extraction.candidates, user_id, c.clock.now())
+    proposed = materialise(extraction.candidates, user_id, now)
     stored = {e.id: e for e in c.store.get(user_id, [p.entry.id for p in proposed])}
-    grown = grown_entries(proposed, stored, c.clock.now())
+    grown = grown_entries(proposed, stored, now)
     unseen = [p.entry.id for p in proposed if p.entry.id not in stored]
     gone = c.journal.had_memories(user_id, unseen)  # deleted or evicted: it stays gone
     proposed = [p for p in proposed if p.entry.id not in stored and p.entry.id not in gone]
@@ -156,17 +162,17 @@ def run_add(c: Components, user_id: str, session_id: str, turns: Sequence[Turn])
     elif grown:  # only grown entries: nothing new to embed, they are re-embedded as merges
         vectors = np.zeros((0, c.store.dim), dtype=np.float32)
     plan = (
-        plan_writes(c, user_id, proposed, vectors, c.policy.merge_threshold, grown)
+        plan_writes(c, user_id, proposed, vectors, c.policy.merge_threshold, now, grown)
         if vectors is not None
         else None
     )
     if plan is not None:
-        apply_writes(c, user_id, plan, new_turns, c.extractor.name)
+        apply_writes(c, user_id, plan, new_turns, c.extractor.name, now)
     elif new_turns:
         commit(c, "add", user_id, [], StoreChange(), new_turns)  # the turns are still the record
     c.stm.append(new_turns)
     written = [e.id for e in plan.adds] + [new.id for _, new, _ in plan.merges] if plan else []
-    evicted, eviction_error = _evict(c, user_id, written)
+    evicted, eviction_error = _evict(c, user_id, written, now)
     return AddResult(
         turns=tuple(turns),
         entries=tuple(plan.adds) if plan else (),
@@ -181,14 +187,14 @@ def run_add(c: Components, user_id: str, session_id: str, turns: Sequence[Turn])
 
 
 def _evict(
-    c: Components, user_id: str, written: Sequence[str]
+    c: Components, user_id: str, written: Sequence[str], now: datetime
 ) -> tuple[tuple[str, ...], str | None]:
     """Enforce capacity after an add, never evicting the entries it ``written``: the ids
     evicted, or none and why not. The add is done by now, so a failure here must not look like the
     add's: it is reported, not raised."""
     try:
         evicted = enforce_capacity(
-            c, user_id, c.policy.capacity, c.policy.merge_threshold, protected=set(written)
+            c, user_id, c.policy.capacity, c.policy.merge_threshold, now, protected=set(written)
         )
     except TiermemError as exc:
         # Not the message: it may quote the store's or the user's data.

@@ -83,7 +83,7 @@ class Calls:
         uid, sid = validate_user_id(user_id), validate_session_id(session_id)
         if not isinstance(messages, str | Mapping) and isinstance(messages, Iterable):
             messages = list(messages)  # an iterator is read once: to check and to send
-        normalize_messages(messages, uid, sid, SystemClock())  # Memory's checks, here
+        normalize_messages(messages, uid, sid, SystemClock().now())  # Memory's checks, here
         body = {"messages": messages_json(messages), "user_id": uid, "session_id": session_id}
         return Call("POST", "/v1/memories", body=body, result=AddResult)
 

@@ -20,6 +20,14 @@ class ScoredEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class Retrievals:
+    """Retrievals of one entry to count (``MTMStore.record_access``): how many, the last when."""
+
+    times: int
+    last: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class HybridHits:
     """First-stage results of one query: by dense cosine and by BM25, each best first."""
 
@@ -132,11 +140,12 @@ class MTMStore(Protocol):
         ...
 
     def record_access(
-        self, user_id: str, ids: Sequence[str], at: datetime
+        self, user_id: str, retrievals: Mapping[str, Retrievals]
     ) -> dict[str, AccessUpdate]:
-        """Count one retrieval of each distinct id, atomically (read, add one, write), at
-        ``at``. Ids the user no longer has (deleted since they were found) are skipped, not
-        an error. Returns the new statistics of the entries that were counted."""
+        """Count each entry's retrievals, atomically (read, add, write): its count grows by
+        ``times``, its last access becomes ``last``. Ids the user no longer has (deleted
+        since they were found) are skipped, not an error. Returns the new statistics of the
+        entries that were counted."""
         ...
 
     def set_superseded(self, user_id: str, links: Mapping[str, str | None]) -> None:

@@ -41,6 +41,7 @@ from tiermem.stores.base import (
     AccessUpdate,
     EmbedderRecord,
     HybridHits,
+    Retrievals,
     ScoredEntry,
     StoredCollection,
     with_recorded_access,
@@ -509,19 +510,22 @@ class QdrantStore:
         return stats
 
     def record_access(
-        self, user_id: str, ids: Sequence[str], at: datetime
+        self, user_id: str, retrievals: Mapping[str, Retrievals]
     ) -> dict[str, AccessUpdate]:
-        with self._lock:  # read, add one, write: no other call of this store in between
+        with self._lock:  # read, add, write: no other call of this store in between
             # {} for a user forgotten since the search, here or by another process meanwhile
             return self._reading(
-                user_id, {}, lambda name: self._record_access(name, user_id, ids, at)
+                user_id, {}, lambda name: self._record_access(name, user_id, retrievals)
             )
 
     def _record_access(
-        self, name: str, user_id: str, ids: Sequence[str], at: datetime
+        self, name: str, user_id: str, retrievals: Mapping[str, Retrievals]
     ) -> dict[str, AccessUpdate]:
-        read = self._access_stats(name, user_id, list(dict.fromkeys(ids)))
-        updates = {i: AccessUpdate(n + 1, at) for i, (n, _) in read.items()}
+        read = self._access_stats(name, user_id, list(retrievals))
+        updates = {
+            i: AccessUpdate(n + retrievals[i].times, retrievals[i].last)
+            for i, (n, _) in read.items()
+        }
         try:
             self._write_access(name, updates)
         except StoreError:

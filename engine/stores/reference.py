@@ -10,7 +10,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
 
 import numpy as np
 from qdrant_client.local.bm25 import DEFAULT_B, DEFAULT_K1, bm25_scores, document_tokens
@@ -20,6 +19,7 @@ from tiermem.render import index_text
 from tiermem.stores.base import (
     AccessUpdate,
     HybridHits,
+    Retrievals,
     ScoredEntry,
     StoredCollection,
     with_recorded_access,
@@ -115,17 +115,19 @@ class ReferenceStore:
         return ranked[:limit]
 
     def record_access(
-        self, user_id: str, ids: Sequence[str], at: datetime
+        self, user_id: str, retrievals: Mapping[str, Retrievals]
     ) -> dict[str, AccessUpdate]:
         updates: dict[str, AccessUpdate] = {}
         with self._lock:
             by_id = self._entries.get(user_id, {})
-            for entry_id in dict.fromkeys(ids):
+            for entry_id, got in retrievals.items():
                 entry = by_id.get(entry_id)
                 if entry is None:  # deleted since the search found it
                     continue
-                update = AccessUpdate(entry.access_count + 1, at)
-                by_id[entry_id] = replace(entry, access_count=update.access_count, last_accessed=at)
+                update = AccessUpdate(entry.access_count + got.times, got.last)
+                by_id[entry_id] = replace(
+                    entry, access_count=update.access_count, last_accessed=got.last
+                )
                 updates[entry_id] = update
         return updates
 

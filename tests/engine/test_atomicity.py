@@ -129,7 +129,7 @@ def _snapshot(memory: Memory) -> tuple[list[MemoryEntry], int, tuple[object, ...
     """Entries, audit rows, STM, and how many of EXCHANGE's turns the journal holds."""
     c = memory.components
     exchange_ids = [
-        t.turn_id for t in normalize_messages(EXCHANGE, "ana", "default", c.clock).turns
+        t.turn_id for t in normalize_messages(EXCHANGE, "ana", "default", c.clock.now()).turns
     ]
     return (
         memory.get_all("ana"),

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
-from tiermem import AuditOp, ManualClock, Memory
+from tiermem import AuditOp, ManualClock, Memory, TiermemConfig
 
 from tests.conftest import T0, chat
 
@@ -61,3 +61,27 @@ def test_system_turns_are_kept_as_turns_but_not_as_memories(memory: Memory) -> N
     assert [e.text for e in result.entries] == ["user: I collect stamps."]
     assert result.skipped_turn_ids == (result.turns[0].turn_id,)
     assert len(memory.working_memory("ana")) == 2
+
+
+class TickingClock(ManualClock):
+    """A clock that moves a second each time it is read, as a real one moves between two
+    readings: an add that read it twice would stamp its rows with different times."""
+
+    def now(self) -> datetime:
+        self.advance(timedelta(seconds=1))
+        return super().now()
+
+
+def test_an_add_reads_the_clock_once_so_its_turn_entries_and_audit_rows_agree() -> None:
+    clock = TickingClock(T0)
+    with Memory(TiermemConfig.for_tests(), clock=clock) as memory:
+        said = [
+            {"role": "user", "content": "I moved to Porto in May.", "speaker": "Ana"},
+            {"role": "assistant", "content": "How is Porto?"},
+        ]  # no timestamps: the add stamps them
+        result = memory.add(said, user_id="ana")
+        times = {t.timestamp for t in result.turns}
+        times |= {e.created_at for e in result.entries} | {e.updated_at for e in result.entries}
+        times |= {ev.at for e in result.entries for ev in memory.history(e.id, "ana")}
+    assert len(result.entries) >= 2
+    assert times == {T0 + timedelta(seconds=1)}

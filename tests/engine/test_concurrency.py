@@ -8,7 +8,7 @@ until all of them have read their candidates."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -22,7 +22,7 @@ from tiermem.bench.stress import run_stress, stress_config
 from tiermem.cli import main
 from tiermem.components import build_components
 from tiermem.roles.plan import Candidate, Selection, TopKSelector
-from tiermem.stores.base import MTMStore
+from tiermem.stores.base import MTMStore, Retrievals
 from tiermem.stores.qdrant import QdrantStore
 from tiermem.stores.reference import ReferenceStore
 from tiermem.types import MemoryEntry, MemoryKind
@@ -148,17 +148,25 @@ ID = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
 VECTOR = np.ones((1, 4), dtype=np.float32)
 
 
+def _once(*ids: str, at: datetime = T0) -> dict[str, Retrievals]:
+    return {i: Retrievals(1, at) for i in ids}
+
+
 def test_record_access_counts_from_the_stored_value_and_skips_missing_ids(
     store: MTMStore,
 ) -> None:
     store.upsert("u", [_entry(ID, 2)], VECTOR)
     later = T0.replace(hour=12)
     missing = "00000000-0000-4000-8000-000000000000"
-    updated = store.record_access("u", [ID, missing, "not-a-uuid"], later)
+    updated = store.record_access("u", _once(ID, missing, "not-a-uuid", at=later))
     assert set(updated) == {ID}
     assert (updated[ID].access_count, updated[ID].last_accessed) == (3, later)
     assert store.get("u", [ID])[0].access_count == 3
-    assert store.record_access("nobody", [ID], later) == {}
+    assert store.record_access("nobody", _once(ID, at=later)) == {}
+    # a batch of several retrievals adds them all, and keeps the last time
+    updated = store.record_access("u", {ID: Retrievals(4, T0.replace(hour=13))})
+    assert (updated[ID].access_count, updated[ID].last_accessed) == (7, T0.replace(hour=13))
+    assert store.get("u", [ID])[0].access_count == 7
 
 
 def test_an_upsert_from_a_stale_read_keeps_the_recorded_accesses(store: MTMStore) -> None:
@@ -166,7 +174,7 @@ def test_an_upsert_from_a_stale_read_keeps_the_recorded_accesses(store: MTMStore
     the write must not take the count back to what it read."""
     store.upsert("u", [_entry(ID, 0)], VECTOR)
     stale = store.get("u", [ID])[0]
-    store.record_access("u", [ID], T0.replace(hour=12))
+    store.record_access("u", _once(ID, at=T0.replace(hour=12)))
     store.upsert("u", [replace(stale, text="bees and wasps")], VECTOR)
     now = store.get("u", [ID])[0]
     assert (now.text, now.access_count, now.last_accessed) == (
@@ -201,7 +209,7 @@ def test_a_point_deleted_by_another_process_mid_write_is_skipped_and_nothing_cou
     store = QdrantStore(client, dim=4, prefix="t_", server=False)
     store.upsert("u", [_entry(ID, 0), _entry(OTHER, 5)], np.ones((2, 4), dtype=np.float32))
     client.victim = ID
-    updated = store.record_access("u", list(order), T0)
+    updated = store.record_access("u", _once(*order))
     assert {i: u.access_count for i, u in updated.items()} == {OTHER: 6}
     assert [(e.id, e.access_count) for e in store.get("u", [ID, OTHER])] == [(OTHER, 6)]
     store.close()
@@ -222,7 +230,7 @@ class ForgetfulStore(ReferenceStore):
 
     searches = 0
 
-    def record_access(self, user_id: str, ids: Sequence[str], at: datetime) -> dict[str, Any]:
+    def record_access(self, user_id: str, retrievals: Mapping[str, Any]) -> dict[str, Any]:
         return {}
 
     def hybrid_search(self, *args: Any, **kwargs: Any) -> Any:

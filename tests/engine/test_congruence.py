@@ -13,7 +13,7 @@ import pytest
 from qdrant_client import QdrantClient
 from tiermem.embedding.base import EmbedMode
 from tiermem.embedding.hashing import HashEmbedder
-from tiermem.stores.base import MTMStore, ScoredEntry
+from tiermem.stores.base import MTMStore, Retrievals, ScoredEntry
 from tiermem.stores.qdrant import QdrantStore
 from tiermem.stores.reference import ReferenceStore
 from tiermem.types import MemoryEntry, MemoryKind, SearchFilters
@@ -132,7 +132,7 @@ def test_searches_and_filters_agree(qdrant_store: QdrantStore) -> None:
         store.delete("u1", [entries[0].id, entries[2].id, "not-a-uuid"])
         store.upsert("u2", [entries[1]], embedder.embed(["cello exam cello"], EmbedMode.DOCUMENT))
         for _ in range(4):  # entries[0] is not u2's: skipped
-            store.record_access("u2", [entries[3].id, entries[0].id], T0)
+            store.record_access("u2", {e.id: Retrievals(1, T0) for e in (entries[3], entries[0])})
     queries = ["sister bakery Lisbon", "night shift doctor", "cello exam", "train flight canal"]
     compared = 0
     for user in USERS:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from tiermem import AuditOp, ManualClock, Memory, MemoryKind
+from tiermem import AuditOp, Memory, MemoryKind
 from tiermem.roles.extract import exchange_candidates
 from tiermem.validation import normalize_messages
 
@@ -70,7 +70,7 @@ def test_a_short_answer_to_a_question_pairs_with_it(memory: Memory) -> None:
 def test_an_exchange_takes_the_words_nearest_the_other_side() -> None:
     long_burst = [("assistant", f"part {i} " + "word " * 30) for i in range(5)]
     turns = normalize_messages(
-        chat(("user", "What did the plumber say?"), *long_burst), "ana", "s1", ManualClock(T0)
+        chat(("user", "What did the plumber say?"), *long_burst), "ana", "s1", T0
     ).turns
     (pair,) = exchange_candidates(turns, turns, side_words=60)
     # The question, then the answer's first 60 words: two whole messages and no more.

@@ -36,6 +36,7 @@ READS: dict[str, Call] = {
     "count_audit": lambda j: j.count_audit("ana"),
     "unfinished": lambda j: j.unfinished(),
     "has_unfinished": lambda j: j.has_unfinished(),
+    "before_add": lambda j: j.before_add("ana", "s1", ["t1"], 4),
 }
 
 

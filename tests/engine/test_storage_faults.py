@@ -101,10 +101,20 @@ def test_a_read_only_qdrant_directory_gives_store_errors(
     for name in ("add", "update", "delete"):
         assert isinstance(seen[name], StoreError), (name, seen[name])
         assert "readonly" in str(seen[name])
+    for name in ("search", "context", "get_all"):  # a read writes nothing: it answers
+        assert not isinstance(seen[name], Exception), (name, seen[name])
+    found = {h.id: h.entry.access_count for h in seen["search"]}
+    assert found
+    assert all(n == 1 for n in found.values())  # counted, not yet written
+    with pytest.raises(StoreError):  # a write carries the counts: refused, typed, kept
+        memory.add(chat(("user", "One more.")), user_id=USER)
     monkeypatch.undo()
-    memory.close()
+    memory.close()  # the reads' counts are written with the last write, or at close
     reopened = make_memory("path")
-    assert {e.id: e.text for e in reopened.get_all(USER)} == kept
+    assert {e.id: e.text for e in reopened.get_all(USER) if e.id in kept} == kept
+    stored = {e.id: e.access_count for e in reopened.get_all(USER)}
+    # search counted once, context once for what it delivered
+    assert all(stored[i] >= 1 for i in found), (found, stored)
 
 
 # -- a real filesystem that fills up (root only: it mounts a tmpfs) ----------------------------
@@ -126,6 +136,8 @@ def test_a_disk_that_fills_up_gives_typed_errors_only(small_disk: Path, clock: M
     for _ in range(2):
         seen = _every_call(memory, next(iter(kept)))
         raised += [v for v in seen.values() if isinstance(v, Exception)]
+        reads = {n: seen[n] for n in ("search", "context", "get_all")}
+        assert not any(isinstance(v, Exception) for v in reads.values()), reads  # write nothing
     assert raised, "a full disk refused nothing"
     assert all(isinstance(e, AuditError | StoreError) for e in raised), raised
     assert {e.id: e.text for e in memory.get_all(USER)}.items() >= kept.items()
