@@ -2,7 +2,7 @@
 
 For each conversation of a split, the conversation is ingested into a model-free
 ``tiermem.Memory`` exactly as ``tiermem bench locomo`` ingests it
-(:class:`tiermem.bench.systems.Tiermem`); for each question, ``run_search`` runs (planner,
+(:func:`tiermem.bench.systems.ingested`); for each question, ``run_search`` runs (planner,
 hybrid first stage, relaxation, tier budget) and the candidates it hands the selector are
 taken as they come: the same pool size (``candidate_multiplier * k``, 20 at the benchmark's
 ``k`` of 10), the same order, each rendered with :func:`tiermem.render.render_memory` and
@@ -14,12 +14,9 @@ compares them). Only the headline questions (with evidence, not adversarial) are
 ``categories`` names others. Every relevant candidate of the pool is kept; the others are the hard
 negatives, all of them or ``negatives`` per question drawn with a seeded generator.
 
-The split is fixed, by position in the file modulo ten (:func:`split_of`, :data:`SPLITS`):
-0-6 train, 7 tune, 8-9 test. LoCoMo's ten conversations split as 0-6, 7, 8-9; a file of 119
-(LongMemEval S) interleaves the same way, 84 train, 12 tune, 23 test.
+The split is the benchmarks' own, by position in the file modulo ten
+(:mod:`tiermem.bench.datasets.splits`): 0-6 train, 7 tune, 8-9 test.
 
->>> SPLITS["test"], split_of(7), split_of(118)
-((8, 9), 'tune', 'test')
 >>> keep([False, True, False, False, True], negatives=1, rng=random.Random(0))
 [1, 2, 4]
 """
@@ -28,7 +25,6 @@ from __future__ import annotations
 
 import json
 import random
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -36,8 +32,9 @@ from typing import TypeVar
 
 from tiermem.bench.datasets import load_dataset
 from tiermem.bench.datasets.conversation import Conversation, Question
+from tiermem.bench.datasets.splits import check_split, fold_of, split_items
 from tiermem.bench.embed_cache import CachedEmbedder
-from tiermem.bench.systems import Tiermem
+from tiermem.bench.systems import ingested
 from tiermem.components import Components
 from tiermem.config import EmbedderConfig, TiermemConfig
 from tiermem.embedding import Embedder, build_embedder
@@ -51,8 +48,6 @@ from tiermem.training import TrainingInputError
 from tiermem.types import SearchFilters
 
 _T = TypeVar("_T")
-# Position in the file modulo ten -> split.
-SPLITS: dict[str, tuple[int, ...]] = {"train": tuple(range(7)), "tune": (7,), "test": (8, 9)}
 # The CLI's cap on negatives per question for the train split (about one positive in four
 # examples there); tune and test keep the whole pool, as the selector meets it.
 TRAIN_NEGATIVES = 4
@@ -87,7 +82,7 @@ class DatasetConfig:
 
 @dataclass(frozen=True, slots=True)
 class ExampleMeta:
-    split: str
+    split: str  # the conversation's fold: train, tune or test
     sample_id: str
     conversation: int  # position in the file
     question_index: int  # position in the conversation's qa list
@@ -190,33 +185,8 @@ def render_example(question: str, candidate: Candidate) -> tuple[ChatMessage, ..
     return tuple(relevance.build_messages(inp))
 
 
-def split_of(position: int) -> str:
-    """The split of the conversation at ``position`` in its file."""
-    return next(name for name, rests in SPLITS.items() if position % 10 in rests)
-
-
-def check_split(split: str) -> tuple[int, ...]:
-    """The positions modulo ten of ``split``'s conversations."""
-    if split not in SPLITS:
-        raise TrainingInputError(f"unknown split {split!r}; known: {', '.join(SPLITS)}")
-    return SPLITS[split]
-
-
-def split_samples(samples: Sequence[Conversation], split: str) -> list[tuple[int, Conversation]]:
-    """``(position, sample)`` of the split's conversations, in file order."""
-    rests = check_split(split)
-    chosen = [(i, s) for i, s in enumerate(samples) if split_of(i) == split]
-    if not chosen:
-        raise TrainingInputError(
-            f"split {split!r} takes the conversations at positions {rests[0]}-{rests[-1]} "
-            f"modulo 10, the file has {len(samples)}"
-        )
-    return chosen
-
-
 def question_examples(
     c: Components,
-    split: str,
     position: int,
     sample: Conversation,
     index: int,
@@ -230,7 +200,7 @@ def question_examples(
     for rank in keep(labels, config.negatives, rng):
         cand = pool[rank]
         meta = ExampleMeta(
-            split=split,
+            split=fold_of(position),
             sample_id=sample.sample_id,
             conversation=position,
             question_index=index,
@@ -251,28 +221,16 @@ def question_examples(
 
 
 def conversation_examples(
-    position: int,
-    sample: Conversation,
-    config: DatasetConfig,
-    state_dir: Path,
-    embedder: Embedder | None = None,
+    position: int, sample: Conversation, config: DatasetConfig, embedder: Embedder | None = None
 ) -> Iterator[list[Example]]:
     """Per question, its examples (an empty list when the pool is empty). ``embedder``: the
     build's cached one; ``None``, the config's own."""
-    system = Tiermem(TiermemConfig(embedder=config.embedder), state_dir, config.k, embedder)
-    try:
-        system.build(sample)
-        memory = system.memory
-        assert memory is not None
+    with ingested(sample, TiermemConfig(embedder=config.embedder), embedder) as memory:
         questions = sample.questions[: config.questions] if config.questions else sample.questions
         for index, question in enumerate(questions):
             if not config.asks(question):
                 continue
-            yield question_examples(
-                memory.components, config.split, position, sample, index, question, config
-            )
-    finally:
-        system.close()
+            yield question_examples(memory.components, position, sample, index, question, config)
 
 
 def build_examples(
@@ -285,11 +243,10 @@ def build_examples(
     cache = config.embed_cache
     embedder = CachedEmbedder(build_embedder(config.embedder), cache) if cache else None
     try:
-        for position, sample in split_samples(samples, config.split):
+        for position, sample in split_items(samples, config.split):
             if on_conversation is not None:
                 on_conversation(sample.sample_id)
-            with tempfile.TemporaryDirectory(prefix="tiermem-dataset-") as state:
-                yield from conversation_examples(position, sample, config, Path(state), embedder)
+            yield from conversation_examples(position, sample, config, embedder)
     finally:
         if embedder is not None:
             embedder.close()
@@ -339,7 +296,6 @@ def read_lines(path: Path, parse: Callable[[str], _T], what: str) -> list[_T]:
 
 
 __all__ = [
-    "SPLITS",
     "TRAIN_NEGATIVES",
     "DatasetConfig",
     "DatasetStats",
@@ -348,11 +304,8 @@ __all__ = [
     "PoolRecorder",
     "build_examples",
     "candidate_pool",
-    "check_split",
     "is_relevant",
     "keep",
     "read_examples",
-    "split_of",
-    "split_samples",
     "write_dataset",
 ]

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -40,12 +39,13 @@ from rich.table import Table
 from tiermem.bench.datasets import load_dataset
 from tiermem.bench.datasets.bursty import burst
 from tiermem.bench.datasets.conversation import Conversation, Question
+from tiermem.bench.datasets.splits import check_split, split_items
 from tiermem.bench.embed_cache import CachedEmbedder
 from tiermem.bench.metrics import evidence_recall
-from tiermem.bench.systems import Tiermem
+from tiermem.bench.systems import ingested
 from tiermem.components import Components
 from tiermem.config import EmbedderConfig, TiermemConfig, backend_config
-from tiermem.embedding import build_embedder
+from tiermem.embedding import Embedder, build_embedder
 from tiermem.pipeline.deliver import build_context
 from tiermem.ranking import calibrate_threshold
 from tiermem.roles.plan import Candidate, Selection, Selector
@@ -61,7 +61,7 @@ from tiermem.slm.roles.selectors import (
     check_selector_backend,
 )
 from tiermem.training import TrainingInputError
-from tiermem.training.dataset import SPLITS, candidate_pool, is_relevant, split_samples
+from tiermem.training.dataset import candidate_pool, is_relevant
 from tiermem.types import ScoreExplanation, SearchHit
 
 VARIANTS = ("fusion", "listwise", "pointwise", "pointwise-lora", CROSS_ENCODER)
@@ -180,23 +180,12 @@ class _Variants:
 
 
 @contextmanager
-def _memory(sample: Conversation, cfg: SelectorEvalConfig) -> Iterator[Components]:
+def _memory(
+    sample: Conversation, cfg: SelectorEvalConfig, embedder: Embedder | None
+) -> Iterator[Components]:
     """The conversation in a fresh model-free memory, as the benchmark ingests it."""
-    with tempfile.TemporaryDirectory(prefix="tiermem-selector-eval-") as state:
-        cache = (
-            CachedEmbedder(build_embedder(cfg.embedder), cfg.embed_cache)
-            if cfg.embed_cache
-            else None
-        )
-        system = Tiermem(TiermemConfig(embedder=cfg.embedder), Path(state), cfg.k, cache)
-        try:
-            system.build(sample)
-            assert system.memory is not None
-            yield system.memory.components
-        finally:
-            system.close()
-            if cache is not None:
-                cache.close()
+    with ingested(sample, TiermemConfig(embedder=cfg.embedder), embedder) as memory:
+        yield memory.components
 
 
 def _questions(sample: Conversation, limit: int | None) -> list[tuple[int, Question]]:
@@ -354,13 +343,16 @@ def _table(summary: dict[str, dict[str, float]], cfg: SelectorEvalConfig) -> Tab
 
 
 def _calibrate(
-    cfg: SelectorEvalConfig, samples: Sequence[Conversation], variants: _Variants
+    cfg: SelectorEvalConfig,
+    samples: Sequence[Conversation],
+    variants: _Variants,
+    embedder: Embedder | None,
 ) -> dict[str, float]:
     names = [n for n in variants.selectors if n.startswith("pointwise")]
     if not cfg.calibrate_questions or not names:
         return {}
-    (_, tune), *_ = split_samples(samples, "tune")
-    with _memory(tune, cfg) as c:
+    (_, tune), *_ = split_items(samples, "tune")
+    with _memory(tune, cfg, embedder) as c:
         pools = [
             (q.question, candidate_pool(c, tune.sample_id, q.question, cfg.k), set(q.evidence))
             for _, q in _questions(tune, cfg.calibrate_questions)
@@ -370,24 +362,25 @@ def _calibrate(
 
 def run(cfg: SelectorEvalConfig, console: Console) -> dict[str, Any]:
     """Every variant on every question of the split; rows, summary and report under ``out``."""
-    if cfg.split not in SPLITS:
-        raise TrainingInputError(f"unknown split {cfg.split!r}; known: {', '.join(SPLITS)}")
+    check_split(cfg.split)
     if cfg.questions is not None and cfg.questions < 1:
         raise TrainingInputError("questions must be positive (or None for all)")
     names = _variants(cfg)
     samples, _ = load_dataset(cfg.data)
     if cfg.bursty:  # split by the same positions; evidence becomes every part of a gold turn
         samples = [burst(s) for s in samples]
-    tests = split_samples(samples, cfg.split)
+    tests = split_items(samples, cfg.split)
     cfg.out.mkdir(parents=True, exist_ok=True)
     rows_path = cfg.out / "rows.jsonl"
     rows_path.write_text("", encoding="utf-8")
     variants = _Variants(cfg, names)
+    cache = cfg.embed_cache
+    embedder = CachedEmbedder(build_embedder(cfg.embedder), cache) if cache else None
     rows: list[Row] = []
     try:
-        thresholds = _calibrate(cfg, samples, variants)
+        thresholds = _calibrate(cfg, samples, variants, embedder)
         for _, sample in tests:
-            with _memory(sample, cfg) as c:
+            with _memory(sample, cfg, embedder) as c:
                 for index, question in _questions(sample, cfg.questions):
                     pool = candidate_pool(c, sample.sample_id, question.question, cfg.k)
                     for name in names:
@@ -403,6 +396,8 @@ def run(cfg: SelectorEvalConfig, console: Console) -> dict[str, Any]:
         }
     finally:
         variants.close()
+        if embedder is not None:
+            embedder.close()
     summary = summarise(rows, cfg.budgets)
     result = {
         "config": {k: str(v) for k, v in asdict(cfg).items()},

@@ -66,7 +66,8 @@ def add_bench_parser(commands: Any) -> Any:
         "--split",
         choices=("choose", "report", "all"),
         default="all",
-        help="the conversations at position %% 10 < 7 (choose), the others (report), or all",
+        help="by position %% 10: 0-6 (choose, training's train), 7-9 (report, training's "
+        "tune and test), or all",
     )
     loco.add_argument(
         "--embed-cache",
@@ -205,7 +206,7 @@ def run_bench(args: argparse.Namespace, console: Console) -> None:
                 positive(args.users, "--users"),
                 args.seed,
                 args.model,
-                EmbedderConfig(provider=args.embedder),
+                EmbedderConfig(kind=args.embedder),
                 load_config(args.config, {}) if args.config else TiermemConfig(),
             ),
             console,

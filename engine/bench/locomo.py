@@ -7,7 +7,7 @@ retrieval and end-to-end latency) and, with a generator configured, the answer's
 and (with a judge) the judge's verdict. Records are appended to ``records.jsonl`` as they are
 made; ``--resume`` skips those already there, and tiermem's memory lives under the output
 folder so its ingestion resumes too. ``--split`` runs the conversations of the fixed split
-(:func:`tiermem.bench.datasets.conversation.split_of`); ``--embed-cache`` memoises the vectors
+(:mod:`tiermem.bench.datasets.splits`); ``--embed-cache`` memoises the vectors
 on disk (:mod:`tiermem.bench.embed_cache`), shared by naive-rag and tiermem.
 """
 
@@ -27,7 +27,8 @@ from tiermem.bench import SYSTEMS, BenchInputError
 from tiermem.bench import judge as judge_prompt
 from tiermem.bench.datasets import load_dataset
 from tiermem.bench.datasets.bursty import burst, split_turns
-from tiermem.bench.datasets.conversation import Conversation, Question, Quirks, split_of
+from tiermem.bench.datasets.conversation import Conversation, Question, Quirks
+from tiermem.bench.datasets.splits import check_split, in_split
 from tiermem.bench.embed_cache import CachedEmbedder
 from tiermem.bench.metrics import answer_f1, bleu1, evidence_recall
 from tiermem.bench.systems import (
@@ -55,7 +56,6 @@ from tiermem.slm.registry import BackendPool
 from tiermem.slm.roles.common import RoleRuntime
 from tiermem.tokens import ApproxTokenCounter
 
-SPLITS = ("choose", "report", "all")
 SEED = 0
 
 
@@ -76,7 +76,7 @@ class RunConfig:
     judge_model: str | None = None
     resume: bool = False
     embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
-    split: str = "all"  # choose, report or all (tiermem.bench.datasets.conversation.split_of)
+    split: str = "all"  # choose, report or all (tiermem.bench.datasets.splits)
     bursty: bool = False  # run the bursty variant of ``data`` (every sentence its own message)
     embed_cache: Path | None = None  # a folder of memoised vectors, shared by runs
     # tiermem's own configuration (``bench locomo --config``): its delivery, policy and roles
@@ -293,11 +293,7 @@ def load_conversations(cfg: RunConfig) -> tuple[list[Conversation], Quirks]:
     """The conversations a run asks for (``--conversations``, then ``--split``), as their
     bursty variant if asked, and the quirks met reading the whole file."""
     samples, quirks = load_dataset(cfg.data)
-    positions = [
-        i
-        for i in choose_positions(samples, cfg.conversations)
-        if cfg.split == "all" or split_of(i) == cfg.split
-    ]
+    positions = [i for i in choose_positions(samples, cfg.conversations) if in_split(i, cfg.split)]
     if not positions:
         raise BenchInputError(
             f"{cfg.data}: no conversation is both named by --conversations and in the "
@@ -362,8 +358,7 @@ def check_config(cfg: RunConfig) -> None:
         raise BenchInputError(f"k must be positive, got {cfg.k}")
     if cfg.max_questions is not None and cfg.max_questions <= 0:
         raise BenchInputError(f"max questions must be positive, got {cfg.max_questions}")
-    if cfg.split not in SPLITS:
-        raise BenchInputError(f"unknown split {cfg.split!r}; known: {', '.join(SPLITS)}")
+    check_split(cfg.split)
     if not cfg.data.is_file():
         raise BenchInputError(f"no data file at {cfg.data}")
 

@@ -1,19 +1,22 @@
 """The systems a benchmark run compares, behind one interface: build from a conversation, then
-retrieve the context for a question. Baselines index the raw turns ``Speaker: text``."""
+retrieve the context for a question. Baselines index the raw turns ``Speaker: text``; tiermem
+ingests each session through ``add()`` (:func:`ingested` does the same for the training sets
+and ``bench selector``, in a temporary folder)."""
 
 from __future__ import annotations
 
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 from qdrant_client.local.bm25 import DEFAULT_B, DEFAULT_K1, bm25_scores, document_tokens
 from tiermem.bench import BenchInputError
-from tiermem.bench.datasets.conversation import Conversation, session_messages
+from tiermem.bench.datasets.conversation import Conversation, conversation_adds, session_dates
 from tiermem.components import Components, build_components
 from tiermem.config import TiermemConfig
 from tiermem.context import ContextTurn, Unit, pack
@@ -71,16 +74,11 @@ class _Turns:
 
 def _turns(sample: Conversation) -> _Turns:
     out = []
-    previous = next((s.date for s in sample.sessions if s.date), None)
-    for session in sample.sessions:
-        # An undated session is taken to be a day after the one before it (as tiermem's is).
-        when = session.date or (previous + timedelta(days=1) if previous else None)
-        when = when or datetime(1970, 1, 1, tzinfo=UTC)
+    for session, when in zip(sample.sessions, session_dates(sample), strict=True):
         out += [
             ContextTurn(t.turn_id, f"s{session.index}", i, t.speaker, t.text, when)
             for i, t in enumerate(session.turns)
         ]
-        previous = when
     return _Turns(tuple(out), {t.turn_id: t for t in out})
 
 
@@ -226,7 +224,7 @@ class Tiermem:
         self,
         config: TiermemConfig,
         state_dir: Path,
-        k: int,
+        k: int = 10,
         embedder: Embedder | None = None,
     ) -> None:
         self.name = "tiermem"
@@ -245,16 +243,8 @@ class Tiermem:
         self._memory = Memory(config, components=components)
         started = time.perf_counter()
         entries = 0
-        previous = next((s.date for s in sample.sessions if s.date), None)
-        assert previous is not None, "a conversation needs at least one dated session"
-        for session in sample.sessions:
-            # An undated session is taken to be a day after the one before it.
-            when = session.date or previous + timedelta(days=1)
-            result = self._memory.add(
-                session_messages(session, when), self._user, f"s{session.index}"
-            )
-            entries += len(result.entries)
-            previous = when
+        for session_id, messages in conversation_adds(sample):
+            entries += len(self._memory.add(messages, self._user, session_id).entries)
         totals = self._memory.components.meter.totals()
         events: dict[str, int] = {}
         for stats in self._memory.components.meter.snapshot().values():
@@ -307,3 +297,20 @@ class Tiermem:
     def close(self) -> None:
         if self._memory is not None:
             self._memory.close()
+
+
+@contextmanager
+def ingested(
+    conversation: Conversation, config: TiermemConfig, embedder: Embedder | None = None
+) -> Iterator[Memory]:
+    """``conversation`` in a fresh tiermem memory under a temporary folder, ingested as ``bench
+    locomo`` ingests it (:class:`Tiermem`); ``embedder``: e.g. the caller's cached one, else
+    the config's own. The memory is closed and its folder removed on exit."""
+    with tempfile.TemporaryDirectory(prefix="tiermem-ingested-") as state:
+        system = Tiermem(config, Path(state), embedder=embedder)
+        try:
+            system.build(conversation)
+            assert system.memory is not None
+            yield system.memory
+        finally:
+            system.close()

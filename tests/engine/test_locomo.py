@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from tiermem.bench import BenchInputError
 from tiermem.bench.datasets import load_dataset
-from tiermem.bench.datasets.conversation import session_messages, split_of
+from tiermem.bench.datasets.conversation import session_messages
 from tiermem.bench.datasets.locomo import load_locomo, parse_session_date
+from tiermem.bench.datasets.splits import fold_of, in_split
 from tiermem.bench.metrics import evidence_recall
 
 FIXTURE = [
@@ -189,9 +190,45 @@ def test_a_file_that_is_not_locomo_format_is_a_typed_error(tmp_path: Path) -> No
         load_dataset(tmp_path / "missing.json")
 
 
-def test_one_split_rule_for_every_file() -> None:
-    locomo = [split_of(i) for i in range(10)]
-    assert locomo == ["choose"] * 7 + ["report"] * 3
-    longmemeval = [split_of(i) for i in range(119)]
-    assert longmemeval.count("report") == 3 * 11 + 2  # 110-116 choose, 117-118 report
+def test_one_split_rule_for_every_file_and_every_command() -> None:
+    locomo = [fold_of(i) for i in range(10)]
+    assert locomo == ["train"] * 7 + ["tune"] + ["test"] * 2
+    # bench locomo's names are the same folds: choose is train, report is tune and test
+    assert [in_split(i, "choose") for i in range(10)] == [f == "train" for f in locomo]
+    assert [in_split(i, "report") for i in range(10)] == [f != "train" for f in locomo]
+    longmemeval = [fold_of(i) for i in range(119)]
+    counts = {f: longmemeval.count(f) for f in ("train", "tune", "test")}
+    assert counts == {"train": 84, "tune": 12, "test": 23}  # 110-116 train, 117 tune, 118 test
     assert longmemeval[10:20] == locomo  # interleaved, not a prefix
+    assert all(in_split(i, "all") for i in range(119))
+    with pytest.raises(BenchInputError, match="unknown split 'holdout'"):
+        in_split(0, "holdout")
+
+
+def test_every_system_dates_an_undated_session_a_day_after_the_one_before() -> None:
+    """One ingestion rule: tiermem's add() calls and the baselines' turns carry the same dates."""
+    from datetime import timedelta
+
+    from tiermem.bench.datasets.conversation import (
+        EPOCH,
+        Conversation,
+        DialogueTurn,
+        Session,
+        conversation_adds,
+    )
+    from tiermem.bench.systems import _turns
+
+    def conversation(first: datetime | None) -> Conversation:
+        sessions = tuple(
+            Session(i, first if i == 1 else None, (DialogueTurn(f"D{i}:1", "Ana", f"t{i}"),))
+            for i in (1, 2, 3)
+        )
+        return Conversation("c", "Ana", "Ben", sessions, ())
+
+    day, dated = timedelta(days=1), datetime(2024, 5, 1, 9, tzinfo=UTC)
+    for first, start in ((dated, dated), (None, EPOCH)):  # none dated: from 1970-01-01
+        conv = conversation(first)
+        adds = conversation_adds(conv)
+        assert [session_id for session_id, _ in adds] == ["s1", "s2", "s3"]
+        assert [m[0]["timestamp"] for _, m in adds] == [start, start + day, start + 2 * day]
+        assert [t.at for t in _turns(conv).ordered] == [start, start + day, start + 2 * day]

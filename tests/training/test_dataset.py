@@ -9,10 +9,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from tiermem.bench import BenchInputError
 from tiermem.config import EmbedderConfig
 from tiermem.policy import Policy
 from tiermem.slm.prompts import relevance
-from tiermem.training import TrainingInputError
 from tiermem.training.dataset import DatasetConfig, read_examples, write_dataset
 
 FACTS = [
@@ -68,7 +68,7 @@ def data(tmp_path: Path) -> Path:
 
 def _config(data: Path, split: str, negatives: int | None = None) -> DatasetConfig:
     return DatasetConfig(
-        data=data, split=split, k=2, negatives=negatives, embedder=EmbedderConfig(provider="hash")
+        data=data, split=split, k=2, negatives=negatives, embedder=EmbedderConfig(kind="hash")
     )
 
 
@@ -140,12 +140,12 @@ def test_a_negatives_cap_keeps_every_positive(data: Path, tmp_path: Path) -> Non
 
 
 def test_an_unknown_split_or_a_short_file_is_a_typed_error(data: Path, tmp_path: Path) -> None:
-    with pytest.raises(TrainingInputError, match="unknown split 'dev'"):
+    with pytest.raises(BenchInputError, match="unknown split 'dev'"):
         write_dataset(_config(data, "dev"), tmp_path / "x.jsonl")
     short = tmp_path / "short.jsonl"
     short_data = tmp_path / "short.json"
     short_data.write_text(json.dumps([_conversation(i) for i in range(8)]))
-    with pytest.raises(TrainingInputError, match="positions 8-9 modulo 10, the file has 8"):
+    with pytest.raises(BenchInputError, match="positions 8-9 modulo 10, the file has 8"):
         write_dataset(_config(short_data, "test"), short)
     assert not short.exists()
 
@@ -175,10 +175,10 @@ def test_the_cli_writes_a_split_and_says_what_it_holds(
 def test_a_longer_file_is_split_by_position_modulo_ten(tmp_path: Path) -> None:
     """LongMemEval S holds 119 conversations: every one of them lands in a split."""
     from tiermem.bench.datasets.conversation import Conversation
-    from tiermem.training.dataset import split_samples
+    from tiermem.bench.datasets.splits import split_items
 
     samples = [Conversation(f"c{i}", "A", "B", (), ()) for i in range(23)]
-    found = {s: [i for i, _ in split_samples(samples, s)] for s in ("train", "tune", "test")}
+    found = {s: [i for i, _ in split_items(samples, s)] for s in ("train", "tune", "test")}
     assert found["tune"] == [7, 17]
     assert found["test"] == [8, 9, 18, 19]
     assert found["train"] == [*range(7), *range(10, 17), 20, 21, 22]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 from tiermem.config import EmbedderConfig
+from tiermem.errors import InvalidInputError
 from tiermem.slm.base import ScoreRequest
-from tiermem.training import TrainingInputError
 from tiermem.training.evaluate import SelectorEvalConfig, run
 
 from tests.fakes.scripted import ScriptedModels
@@ -36,7 +36,7 @@ def _config(tmp_path: Path, **overrides: object) -> SelectorEvalConfig:
         "backend_kind": "scripted",
         "k": 2,
         "budgets": (40, 400),
-        "embedder": EmbedderConfig(provider="hash"),
+        "embedder": EmbedderConfig(kind="hash"),
         "variants": ("fusion", "listwise", "pointwise"),
         **overrides,
     }
@@ -144,7 +144,7 @@ def test_the_bursty_variant_sends_every_sentence_as_a_message(tmp_path: Path) ->
 def test_bad_arguments_are_typed_errors(
     tmp_path: Path, overrides: dict[str, object], message: str
 ) -> None:
-    with pytest.raises(TrainingInputError, match=message):
+    with pytest.raises(InvalidInputError, match=message):  # a split's: BenchInputError
         run(_config(tmp_path, **overrides), Console(quiet=True))
 
 

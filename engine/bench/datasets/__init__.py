@@ -2,7 +2,8 @@
 
 Every loader returns the dataset-neutral types of :mod:`tiermem.bench.datasets.conversation`;
 :func:`load_dataset` is the one entry point (LoCoMo format, which LongMemEval S is converted
-to, is the one format read today).
+to, is the one format read today). :mod:`tiermem.bench.datasets.splits` is the one split of a
+file's conversations, and ``conversation_adds`` the one way a conversation is ingested.
 """
 
 from __future__ import annotations

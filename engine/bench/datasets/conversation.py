@@ -23,12 +23,11 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any, Literal
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 ADVERSARIAL = "adversarial"
-
-BenchSplit = Literal["choose", "report"]
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # where a conversation with no dated session starts
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,17 +96,6 @@ class Quirks:
             self.counts[quirk] += n
 
 
-def split_of(position: int) -> BenchSplit:
-    """The benchmark's fixed split of a file's conversations, by position in the file: seven
-    in ten to choose settings on, three in ten to report (LoCoMo: conversations 0-6 choose,
-    7-9 report; a longer file interleaves the same way).
-
-    >>> [split_of(i) for i in (0, 6, 7, 9, 10, 17)]
-    ['choose', 'choose', 'report', 'report', 'choose', 'report']
-    """
-    return "choose" if position % 10 < 7 else "report"
-
-
 def session_messages(session: Session, fallback_date: datetime) -> list[dict[str, Any]]:
     """A session as ``add()`` messages: both speakers keep their names, turn ids are the
     dialogue ids (so gold evidence maps onto source turns), turns a minute apart.
@@ -132,14 +120,44 @@ def session_messages(session: Session, fallback_date: datetime) -> list[dict[str
     ]
 
 
+def session_dates(conversation: Conversation) -> list[datetime]:
+    """Each session's date: its own, else a day after the session before it (counting from the
+    first dated session; from 1970-01-01 UTC where none is dated). Every system of a benchmark
+    and every training set dates a conversation this way.
+
+    >>> d = datetime(2024, 5, 1, tzinfo=UTC)
+    >>> c = Conversation("c", "A", "B", (Session(1, d, ()), Session(2, None, ())), ())
+    >>> [x.isoformat() for x in session_dates(c)]
+    ['2024-05-01T00:00:00+00:00', '2024-05-02T00:00:00+00:00']
+    """
+    previous = next((s.date for s in conversation.sessions if s.date), None)
+    dates = []
+    for session in conversation.sessions:
+        when = session.date or (previous + timedelta(days=1) if previous else EPOCH)
+        dates.append(when)
+        previous = when
+    return dates
+
+
+def conversation_adds(conversation: Conversation) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The conversation as ``add()`` calls, one a session: its session id (``s<index>``) and
+    its messages (:func:`session_messages`, dated by :func:`session_dates`)."""
+    dates = session_dates(conversation)
+    return [
+        (f"s{session.index}", session_messages(session, when))
+        for session, when in zip(conversation.sessions, dates, strict=True)
+    ]
+
+
 __all__ = [
     "ADVERSARIAL",
-    "BenchSplit",
+    "EPOCH",
     "Conversation",
     "DialogueTurn",
     "Question",
     "Quirks",
     "Session",
+    "conversation_adds",
+    "session_dates",
     "session_messages",
-    "split_of",
 ]
