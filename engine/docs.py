@@ -91,10 +91,7 @@ def _sections(
 ) -> Iterator[tuple[str, type[BaseModel], list[str]]]:
     """``(heading, class, rows)`` for ``cls`` and every section nested in it. A family of
     kinds is listed in full where it first appears; ``seen`` maps it to that place."""
-    notes = _field_notes(cls)
-    for base in cls.__mro__[1:]:
-        if isinstance(base, type) and issubclass(base, BaseModel) and base is not BaseModel:
-            notes = {**_field_notes(base), **notes}
+    notes = _notes_of(cls)
     rows: list[str] = []
     nested: list[tuple[str, typing.Any]] = []
     for name, field in cls.model_fields.items():
@@ -137,17 +134,90 @@ def _sections(
             yield from _sections(target, sub, f"`[{sub}]` ({target.__name__})", seen)
 
 
+def setting_field(dotted: str) -> tuple[type[BaseModel], str]:
+    """The class that declares setting ``dotted`` (``slm.backend.host``: the first kind of
+    the backend family that has ``host``), and the field's name.
+
+    >>> setting_field("slm.backend.host")
+    (<class 'tiermem.config.backends.OllamaConfig'>, 'host')
+    """
+    from tiermem.config import TiermemConfig
+
+    classes: list[type[BaseModel]] = [TiermemConfig]
+    *sections, name = dotted.split(".")
+    for section in sections:
+        fields = [c.model_fields[section] for c in classes if section in c.model_fields]
+        if not fields:
+            raise KeyError(dotted)
+        annotation, default = fields[0].annotation, fields[0].default
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            classes = [annotation]
+        else:
+            classes = _kinds(annotation)
+        classes.sort(key=lambda k: not isinstance(default, k))  # the default kind first
+
+    def declares(cls: type[BaseModel]) -> bool:  # a kind's fixed ``model = ""`` is not it
+        field = cls.model_fields.get(name)
+        literal = field is not None and typing.get_origin(field.annotation) is typing.Literal
+        fixed = literal and len(typing.get_args(field.annotation if field else None)) == 1
+        return field is not None and (name == "kind" or not fixed)
+
+    owner = next((c for c in classes if declares(c)), None)
+    if owner is None:
+        raise KeyError(dotted)
+    return owner, name
+
+
+def _notes_of(cls: type[BaseModel]) -> dict[str, tuple[str, str]]:
+    notes = _field_notes(cls)
+    for base in cls.__mro__[1:]:
+        if isinstance(base, type) and issubclass(base, BaseModel) and base is not BaseModel:
+            notes = {**_field_notes(base), **notes}
+    return notes
+
+
+def user_settings_markdown() -> str:
+    """The first page: the settings a user holds (``tiermem.config.USER_SETTINGS``)."""
+    from tiermem.config import USER_SETTINGS
+
+    out = [
+        "# Configuration reference",
+        "",
+        "Generated from `tiermem.config` (`make docs`); a test fails when this page is stale.",
+        "A TOML file (`--config`) and `TIERMEM_*` variables set these; `tiermem config` prints",
+        "the configuration in effect. The defaults need none of them: `Memory.from_defaults()`",
+        "and `tiermem serve` keep everything under `~/.local/share/tiermem`.",
+        "",
+        "These are the settings a user holds. Each kind's connection details (timeouts,",
+        "retries, threads) and the tuning knobs of the read and write paths, every one chosen by",
+        "measurement (`docs/decisions.md`), are on [the expert page](configuration-expert.md):",
+        "they can be set, and a change to a tuning knob is worth a `tiermem bench locomo --lodo`",
+        "run.",
+        "",
+        "| setting | type | default | note |",
+        "|---|---|---|---|",
+    ]
+    for dotted, note in USER_SETTINGS.items():
+        owner, name = setting_field(dotted)
+        field = owner.model_fields[name]
+        written, _ = _notes_of(owner).get(name, ("", ""))
+        kind = (written or str(field.annotation)).replace("|", "\\|")
+        out.append(f"| `{dotted}` | `{kind}` | {_default(field)} | {note} |")
+    return "\n".join(out) + "\n"
+
+
 def configuration_markdown() -> str:
     """Every setting of ``TiermemConfig``: section, name, type, default and its note."""
     from tiermem.config import TiermemConfig
 
     out = [
-        "# Configuration reference",
+        "# Configuration reference: every setting",
         "",
         "Generated from the pydantic models in `tiermem.config` (`make docs`); a test fails when",
-        "this page is stale. A TOML file (`--config`) and `TIERMEM_*` variables set any of these;",
-        "`tiermem config` prints the configuration in effect. Families that come in kinds",
-        "(embedder, MTM store, model backend) list each kind's fields: set `kind` first.",
+        "this page is stale. The settings a user holds are on [the first page](configuration.md);",
+        "this page adds each kind's connection details and the tuning knobs, each chosen by",
+        "measurement (`docs/decisions.md`). Families that come in kinds (embedder, MTM store,",
+        "model backend) list each kind's fields: set `kind` first.",
         "",
     ]
     for heading, cls, rows in _sections(TiermemConfig, "", "top level (TiermemConfig)", {}):
@@ -207,7 +277,8 @@ def _presets() -> str:
 
 
 PAGES: dict[str, Callable[[], str]] = {
-    "configuration.md": configuration_markdown,
+    "configuration.md": user_settings_markdown,
+    "configuration-expert.md": configuration_markdown,
     "cli.md": cli_markdown,
     "presets.md": _presets,
 }

@@ -405,7 +405,7 @@ def run_mcp(args: argparse.Namespace, console: Console) -> int:
             return 0
         config = load_config(args.config, environ)
         if args.embedder is not None:
-            embedder = config.embedder.model_copy(update={"provider": args.embedder})
+            embedder = config.embedder.model_copy(update={"kind": args.embedder})
             config = config.model_copy(update={"embedder": embedder})
         claim = None if config.data_dir is None else claim_data_dir(Path(config.data_dir))
         try:

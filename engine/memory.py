@@ -25,6 +25,7 @@ from tiermem.access import AccessLog
 from tiermem.clock import Clock
 from tiermem.components import Components, build_components
 from tiermem.config import DEFAULT_DATA_DIR, TiermemConfig
+from tiermem.config.tuning import Expansion
 from tiermem.context import DEFAULT_BUDGET_TOKENS, DeliveredContext, pack
 from tiermem.errors import (
     ClosedError,
@@ -40,7 +41,6 @@ from tiermem.pipeline.forget import run_forget
 from tiermem.pipeline.read import run_search
 from tiermem.pipeline.recovery import finish_unfinished, recover
 from tiermem.pipeline.write import run_add, run_delete, run_update
-from tiermem.policy import Expansion
 from tiermem.presets import defaults_config
 from tiermem.slm.meter import Meter
 from tiermem.types import (

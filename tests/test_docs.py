@@ -21,7 +21,7 @@ def test_the_generated_page_is_current(page: str) -> None:
 
 
 def test_the_configuration_reference_lists_every_section_and_default() -> None:
-    text = (DOCS / "configuration.md").read_text()
+    text = (DOCS / "configuration-expert.md").read_text()
     for heading in (
         "`[slm]`",
         "`[delivery]`",
@@ -31,6 +31,26 @@ def test_the_configuration_reference_lists_every_section_and_default() -> None:
         assert heading in text
     row = "| `selector_mode` | `Literal['fusion', 'listwise', 'pointwise', 'cross-encoder']` |"
     assert f"{row} `'fusion'` |" in text
+
+
+def test_the_first_page_lists_the_settings_a_user_holds_and_no_more_than_30() -> None:
+    from tiermem.config import TiermemConfig
+    from tiermem.docs import setting_field
+
+    text = (DOCS / "configuration.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    assert 20 <= len(rows) <= 30
+    for line in rows:
+        dotted = line.split("`")[1]
+        owner, name = setting_field(dotted)  # a setting that exists
+        assert name in owner.model_fields
+    # every tuning knob is on the expert page only
+    expert = (DOCS / "configuration-expert.md").read_text()
+    for knob in ("reply", "previous", "long_share", "merge_threshold", "candidate_multiplier"):
+        assert f"| `{knob}` |" in expert
+        assert not any(r.startswith(f"| `delivery.{knob}`") for r in rows)
+    # a default shown is the configuration's own
+    assert f"| `default_k` | `int` | `{TiermemConfig().default_k}` |" in text
 
 
 def test_the_cli_reference_lists_every_command() -> None:

@@ -84,7 +84,7 @@ def test_doctor_probes_the_embedder_its_config_names(
     probed: dict[str, list[str]], tmp_path: Path
 ) -> None:
     config = tmp_path / "tiermem.toml"
-    config.write_text('[embedder]\nprovider = "hash"\n')
+    config.write_text('[embedder]\nkind = "hash"\n')
     assert main(["doctor", "--cache", str(tmp_path), "--config", str(config)]) == 0
     assert probed["embedder"][-3:] == ["--probe", "embedder", str(config)]
 

@@ -225,7 +225,7 @@ def _selector_dataset(args: argparse.Namespace, console: Console) -> None:
     if args.k < 1:
         raise TrainingInputError(f"-k must be >= 1, got {args.k}")
     default = TRAIN_NEGATIVES if args.split == "train" else None
-    embedder = EmbedderConfig(provider=args.embedder) if args.embedder else EmbedderConfig()
+    embedder = EmbedderConfig(kind=args.embedder) if args.embedder else EmbedderConfig()
     config = DatasetConfig(
         data=args.data,
         split=args.split,

@@ -202,7 +202,7 @@ def demo_configs(data_dir: Path, embedder: str, model: str | None) -> list[Tierm
 
     def embedded(config: TiermemConfig) -> TiermemConfig:
         return config.model_copy(
-            update={"embedder": config.embedder.model_copy(update={"provider": embedder})}
+            update={"embedder": config.embedder.model_copy(update={"kind": embedder})}
         )
 
     configs = [embedded(defaults_config(data_dir / "recommended"))]

@@ -254,7 +254,7 @@ def _config(root: Path, embedder: str, location: str, size: int) -> TiermemConfi
         else ReferenceStoreConfig(capacity=capacity)
     )
     return config.model_copy(
-        update={"mtm": mtm, "embedder": config.embedder.model_copy(update={"provider": embedder})}
+        update={"mtm": mtm, "embedder": config.embedder.model_copy(update={"kind": embedder})}
     )
 
 

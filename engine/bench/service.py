@@ -132,12 +132,12 @@ def run_load(
 def bench_config(data_dir: Path) -> TiermemConfig:
     """The embedded default store with the hash embedder (no model: the service is measured)."""
     base = TiermemConfig.for_data_dir(data_dir)
-    return base.model_copy(update={"embedder": EmbedderConfig(provider="hash", model="hash-384")})
+    return base.model_copy(update={"embedder": EmbedderConfig(kind="hash", model="hash-384")})
 
 
 SERVICE_TOML = """data_dir = "{data_dir}"
 [embedder]
-provider = "hash"
+kind = "hash"
 model = "hash-384"
 [service]
 max_in_flight = {in_flight}

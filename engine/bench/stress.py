@@ -158,9 +158,7 @@ def stress_config(root: Path, embedder: str) -> TiermemConfig:
     config = TiermemConfig.for_data_dir(root)
     model = "hash-384" if embedder == "hash" else config.embedder.model
     return config.model_copy(
-        update={
-            "embedder": config.embedder.model_copy(update={"provider": embedder, "model": model})
-        }
+        update={"embedder": config.embedder.model_copy(update={"kind": embedder, "model": model})}
     )
 
 

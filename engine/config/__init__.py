@@ -5,12 +5,13 @@ own: ``embedders``, ``stores`` (MTM) and ``backends`` (models); every class is i
 here.
 
 >>> cfg = TiermemConfig.for_data_dir("/tmp/tm-doc")
->>> cfg.mtm.kind, cfg.mtm.location, cfg.embedder.provider
+>>> cfg.mtm.kind, cfg.mtm.location, cfg.embedder.kind
 ('qdrant', 'path', 'sentence-transformers')
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -37,6 +38,7 @@ from tiermem.config.embedders import (
 )
 from tiermem.config.section import Section, validated
 from tiermem.config.stores import MTM, MTMConfig, QdrantConfig, ReferenceStoreConfig
+from tiermem.config.tuning import Expansion
 
 
 class STMConfig(Section):
@@ -177,32 +179,16 @@ class GeneratorConfig(Section):
     support_min_similarity: float = Field(default=0.35, ge=-1, le=1)
 
 
-class DeliveryConfig(Section):
+class DeliveryConfig(Expansion):
     """How ``context()`` and ``answer()`` spend a token budget (``tiermem.policy
     .DeliveryPolicy``): hits retrieved per token of budget, their cap, the budget of
-    ``answer()``, and the neighbour shares of expansion (``tiermem.policy.Expansion``)."""
+    ``answer()``, the share of later statements there, and the tuning policy of expansion
+    (``tiermem.config.tuning.Expansion``, whose fields this section takes)."""
 
     tokens_per_hit: int = Field(default=25, gt=0)  # about one conversational turn
     max_hits: int = Field(default=200, gt=0)
     answer_budget_tokens: int = Field(default=1200, gt=0)
-    reply: float = Field(default=0.5, ge=0, le=1)
-    previous: float = Field(default=0.3, ge=0, le=1)
-    burst: float = Field(default=0.8, ge=0, le=1)
-    decay: float = Field(default=0.7, ge=0, le=1)
-    reach: int = Field(default=4, ge=0)
-    member: float = Field(default=0.9, ge=0, le=1)
-    piece: float = Field(default=0.5, ge=0, le=1)
-    distinct: bool = True
-    later: float = Field(default=0.05, ge=0, le=1)  # in context(); answer(): answer_later
-    answer_later: float = Field(default=0.6, ge=0, le=1)
-    later_hits: int = Field(default=4, ge=0)
-    later_per_hit: int = Field(default=2, ge=0)
-    later_similarity: float = Field(default=0.5, ge=-1, le=1)
-    later_max_tokens: int = Field(default=80, ge=0)
-    later_retrieved: bool = True
-    neighbour_tokens: int = Field(default=100, ge=0)  # a longer neighbour is worth less per token
-    long_tokens: int = Field(default=400, ge=0)  # a longer unit is worth less per token
-    long_share: float = Field(default=0.25, ge=0, le=1)  # ... and one past this share of the budget
+    answer_later: float = Field(default=0.6, ge=0, le=1)  # later statements in answer()
 
 
 class JournalConfig(Section):
@@ -244,8 +230,47 @@ class TiermemConfig(Section):
     @classmethod
     def for_tests(cls) -> TiermemConfig:
         """Everything in memory with the deterministic hash embedder: no files, no model."""
-        return cls(embedder=EmbedderConfig(provider="hash", model="hash-384"))
+        return cls(embedder=EmbedderConfig(kind="hash", model="hash-384"))
 
+
+USER_SETTINGS: Mapping[str, str] = {
+    "data_dir": "where the embedded default keeps its files (Qdrant, the journal, LTM)",
+    "default_k": "memories `search()` returns when no `k` is given",
+    "embedder.kind": "`sentence-transformers` (in process), `ollama`, `openai`, `llamacpp`, "
+    "`hash` (tests)",
+    "embedder.model": "the embedding model of that kind",
+    "embedder.device": "`cpu`, or a torch device for the in-process kinds",
+    "mtm.kind": "`qdrant` (embedded or a server), `reference` (exact, in memory, for tests)",
+    "mtm.location": "`path` (embedded, on disk), `memory` (gone on close), `url` (a server)",
+    "mtm.path": "the embedded Qdrant's directory (default: under `data_dir`)",
+    "mtm.url": 'a Qdrant server\'s address (`location = "url"`)',
+    "mtm.api_key": "that server's key",
+    "mtm.capacity": "entries per user before the least used are evicted",
+    "stm.max_turns": "turns of the current session kept as working memory",
+    "slm.backend.kind": "`none` (every role model-free, the default), `llamacpp`, `ollama`, "
+    "`openai`",
+    "slm.backend.model": "a `tiermem models` alias or GGUF path (llamacpp), a tag (ollama), a name",
+    "slm.backend.host": "an Ollama server's address",
+    "slm.backend.base_url": "an OpenAI-compatible server's address",
+    "slm.selector_mode": "`fusion` (no model, the default), `cross-encoder`, `listwise`, "
+    "`pointwise` (docs/presets.md)",
+    "slm.cross_encoder": "the trained cross-encoder's directory (`tiermem train selector`)",
+    "slm.controller.enabled": "the controller role runs on the model (else model-free)",
+    "slm.selector.enabled": "the selector role runs on the model (else model-free)",
+    "slm.writer.enabled": "the writer role runs on the model (else model-free)",
+    "ltm.enabled": "the shared knowledge graph, built by offline consolidation",
+    "ltm.path": "its directory (default: under `data_dir`)",
+    "ltm.secret": "the key of its provenance hashes (hex, 16+ bytes; unset: generated and kept "
+    "in `ltm.path/secret.key`)",
+    "ltm.consolidation.interval_minutes": "how often consolidation runs",
+    "generator.kind": "`extractive` (quotes the memories used) or `model`",
+    "generator.max_memories": "memories `answer()` reads",
+    "journal.path": "the SQLite audit log and source turns (default: under `data_dir`)",
+    "delivery.answer_budget_tokens": "tokens of context `answer()` reads",
+}
+"""The settings a user holds, each with what it is for: the first page of the configuration
+reference (``docs/configuration.md``). Every other setting is a connection detail of one
+kind, or a tuning knob chosen by measurement (``docs/configuration-expert.md``)."""
 
 _CONFIG: TypeAdapter[TiermemConfig] = TypeAdapter(TiermemConfig)
 
@@ -282,6 +307,7 @@ __all__ = [
     "EMBEDDER_CLASSES",
     "MTM",
     "ONLINE_ROLES",
+    "USER_SETTINGS",
     "Backend",
     "BackendConfig",
     "ConsolidationConfig",

@@ -1,14 +1,15 @@
 """The embedders' configurations, one class per kind that has fields of its own, and
-``Embedding``, their union discriminated on the kind (``provider`` or ``kind``)."""
+``Embedding``, their union discriminated on the kind (``kind``; the old name ``provider`` is
+still read, with a ``DeprecatedSettingWarning``, until the next release)."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
-    AliasChoices,
     Discriminator,
     Field,
     SecretStr,
@@ -16,15 +17,18 @@ from pydantic import (
     TypeAdapter,
     model_validator,
 )
-from tiermem.config.section import Section, validated
+from tiermem.config.section import DeprecatedSettingWarning, Section, validated
 
-_KIND = AliasChoices("provider", "kind")  # an embedder's kind is read under either name
 _KIND_PATTERN = r"^[a-z][a-z0-9_.-]{0,63}$"
+PROVIDER_MOVED = (
+    "embedder.provider is now embedder.kind: write kind (provider is read until tiermem 0.2)"
+)
 
 
 class EmbedderConfig(Section):
     """Which embedder turns text into vectors: the fields every embedder kind has.
-    ``provider`` (read as ``kind`` too) names an entry of ``tiermem.embedding.registry``.
+    ``kind`` names an entry of ``tiermem.embedding.registry`` (``provider``, its old name, is
+    read too, with a ``DeprecatedSettingWarning``).
     This class configures the in-process kinds ``sentence-transformers`` (the default,
     all-MiniLM-L6-v2 from its PyPI package) and ``hash`` (model-free, for tests), and any
     kind registered at run time. The kinds that load or reach a model of their own have their
@@ -37,15 +41,13 @@ class EmbedderConfig(Section):
     (nomic-embed-text: ``search_query: `` and ``search_document: ``), any other none; see
     ``tiermem.embedding.served.prefixes_for``.
 
-    >>> EmbedderConfig(provider="hash").kind
+    >>> EmbedderConfig(kind="hash").kind
     'hash'
     >>> embedder_config(kind="ollama").model, embedder_config(kind="ollama").dim
     ('nomic-embed-text', 768)
     """
 
-    provider: str = Field(
-        default="sentence-transformers", pattern=_KIND_PATTERN, validation_alias=_KIND
-    )
+    kind: str = Field(default="sentence-transformers", pattern=_KIND_PATTERN)
     model: str = "all-MiniLM-L6-v2"
     dim: int = Field(default=384, gt=0)
     batch_size: int = Field(default=64, gt=0)
@@ -54,29 +56,31 @@ class EmbedderConfig(Section):
     document_prefix: str | None = None
 
     @property
-    def kind(self) -> str:
-        """The embedder's kind: ``provider``, by the name the other families use."""
-        return self.provider
+    def provider(self) -> str:
+        """The old name of ``kind``; read it as ``kind``."""
+        warnings.warn(PROVIDER_MOVED, DeprecatedSettingWarning, stacklevel=2)
+        return self.kind
 
     @model_validator(mode="before")
     @classmethod
     def _one_kind(cls, data: Any) -> Any:
-        """``kind`` and ``provider`` are one field: both may be given only alike (a file's
-        ``kind`` merged over a dumped ``provider`` gives both)."""
-        if isinstance(data, dict) and "kind" in data and "provider" in data:
-            if data["kind"] != data["provider"]:
-                raise ValueError(
-                    f"embedder kind {data['kind']!r} and provider {data['provider']!r} differ:"
-                    " they are one field, give one"
-                )
-            return {k: v for k, v in data.items() if k != "kind"}
-        return data
+        """``provider`` is ``kind``'s old name: read, with a warning; both may be given only
+        alike (an old file's ``provider`` merged over a dumped ``kind`` gives both)."""
+        if not (isinstance(data, dict) and "provider" in data):
+            return data
+        warnings.warn(PROVIDER_MOVED, DeprecatedSettingWarning, stacklevel=2)
+        if "kind" in data and data["kind"] != data["provider"]:
+            raise ValueError(
+                f"embedder kind {data['kind']!r} and provider {data['provider']!r} differ:"
+                " they are one field (provider is its old name), give kind"
+            )
+        return {**{k: v for k, v in data.items() if k != "provider"}, "kind": data["provider"]}
 
     @model_validator(mode="after")
     def _kinds_with_a_class_are_configured_by_it(self) -> EmbedderConfig:
-        own = EMBEDDER_CLASSES.get(self.provider, EmbedderConfig)
+        own = EMBEDDER_CLASSES.get(self.kind, EmbedderConfig)
         if type(self) is EmbedderConfig and own is not EmbedderConfig:
-            raise ValueError(f"embedder kind {self.provider!r} is configured by {own.__name__}")
+            raise ValueError(f"embedder kind {self.kind!r} is configured by {own.__name__}")
         return self
 
 
@@ -93,7 +97,7 @@ class ServedEmbedderConfig(EmbedderConfig):
     def _no_device(self) -> ServedEmbedderConfig:
         if self.device != "cpu":  # the default, which a dumped configuration carries
             raise ValueError(
-                f"embedder kind {self.provider!r} runs on its server, which picks the device;"
+                f"embedder kind {self.kind!r} runs on its server, which picks the device;"
                 " remove embedder.device"
             )
         return self
@@ -103,7 +107,7 @@ class OllamaEmbedderConfig(ServedEmbedderConfig):
     """An embedding model that an Ollama server serves, through ``/api/embed`` (the official
     ``ollama`` client); ``model`` is its tag. The default is nomic-embed-text (768-d)."""
 
-    provider: Literal["ollama"] = Field(default="ollama", validation_alias=_KIND)
+    kind: Literal["ollama"] = Field(default="ollama")
     model: str = Field(default="nomic-embed-text", min_length=1)
     dim: int = Field(default=768, gt=0)
     batch_size: int = Field(default=32, gt=0)
@@ -117,7 +121,7 @@ class OpenAIEmbedderConfig(ServedEmbedderConfig):
     address, so all three are named. The key is ``api_key``, or else the environment variable
     that ``api_key_env`` names, read when the embedder is built; a local server needs none."""
 
-    provider: Literal["openai"] = Field(default="openai", validation_alias=_KIND)
+    kind: Literal["openai"] = Field(default="openai")
     model: str = Field(min_length=1)
     dim: int = Field(gt=0)
     base_url: str = Field(min_length=1)
@@ -132,7 +136,7 @@ class LlamaCppEmbedderConfig(EmbedderConfig):
     declares (embedding models declare one); ``mean``, ``cls`` or ``last`` override it.
     ``device``: ``cpu``, or anything else to offload every layer to a GPU build's device."""
 
-    provider: Literal["llamacpp"] = Field(default="llamacpp", validation_alias=_KIND)
+    kind: Literal["llamacpp"] = Field(default="llamacpp")
     model: str = Field(min_length=1)
     dim: int = Field(gt=0)
     n_ctx: int = Field(default=2048, ge=64)
@@ -153,9 +157,9 @@ _LOCAL_KIND = "local"  # the union's tag for the kinds that EmbedderConfig itsel
 
 def _embedder_tag(data: Any) -> str:
     if isinstance(data, dict):
-        kind = data.get("provider", data.get("kind", "sentence-transformers"))
+        kind = data.get("kind", data.get("provider", "sentence-transformers"))
     else:
-        kind = getattr(data, "provider", None)
+        kind = getattr(data, "kind", None)
     own = EMBEDDER_CLASSES.get(kind) if isinstance(kind, str) else None
     return kind if isinstance(kind, str) and own not in (None, EmbedderConfig) else _LOCAL_KIND
 
@@ -167,14 +171,13 @@ Embedding = Annotated[
     | Annotated[EmbedderConfig, Tag(_LOCAL_KIND)],
     Discriminator(_embedder_tag),
 ]
-"""An embedder's configuration, by kind (``provider`` or ``kind``; missing:
+"""An embedder's configuration, by kind (``kind``, or its old name ``provider``; missing:
 ``sentence-transformers``)."""
 _EMBEDDING: TypeAdapter[EmbedderConfig] = TypeAdapter(Embedding)
 
 
 def embedder_config(**fields: Any) -> EmbedderConfig:
-    """The configuration of embedder ``fields["provider"]`` (or ``fields["kind"]``), in its
-    own class.
+    """The configuration of embedder ``fields["kind"]``, in its own class.
 
     >>> type(embedder_config(kind="openai", model="m", dim=8, base_url="http://h/v1")).__name__
     'OpenAIEmbedderConfig'

@@ -12,6 +12,11 @@ from tiermem.errors import ConfigError
 T = TypeVar("T")
 
 
+class DeprecatedSettingWarning(FutureWarning):
+    """A setting read under an old name that a coming release stops reading (shown by
+    default: configuration files are written by users, not only by developers)."""
+
+
 class Section(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -25,4 +30,4 @@ def validated(adapter: TypeAdapter[T], fields: Mapping[str, Any]) -> T:
         raise ConfigError(str(exc)) from exc
 
 
-__all__ = ["Section", "validated"]
+__all__ = ["DeprecatedSettingWarning", "Section", "validated"]

@@ -1,4 +1,4 @@
-"""Embedders, by kind (``EmbedderConfig.provider``, a ``tiermem.registry.Registry``); each
+"""Embedders, by kind (``EmbedderConfig.kind``, a ``tiermem.registry.Registry``); each
 factory imports its SDK on use, so heavy dependencies stay optional and nothing loads at
 import. ``hash`` and ``sentence-transformers`` are configured by ``EmbedderConfig`` itself;
 ``ollama``, ``openai`` and ``llamacpp`` by their own classes (``config`` of their entry), and
@@ -44,7 +44,7 @@ def _configured_by(config_class: type[C], build: Callable[[C], Embedder]) -> Emb
     def factory(config: EmbedderConfig) -> Embedder:
         if not isinstance(config, config_class):
             raise ConfigError(
-                f"embedder kind {config.provider!r} is configured by {config_class.__name__},"
+                f"embedder kind {config.kind!r} is configured by {config_class.__name__},"
                 f" not {type(config).__name__}"
             )
         return build(config)
@@ -148,10 +148,10 @@ EMBEDDERS.register(
 
 
 def register_embedder(name: str, factory: EmbedderFactory, *, replace: bool = False) -> None:
-    """Make ``name`` usable as ``EmbedderConfig.provider`` (tests register fakes this way)."""
+    """Make ``name`` usable as ``EmbedderConfig.kind`` (tests register fakes this way)."""
     EMBEDDERS.register(name, factory, replace=replace)
 
 
 def build_embedder(config: EmbedderConfig) -> Embedder:
-    """Build the embedder that ``config.provider`` names."""
-    return EMBEDDERS.factory(config.provider)(config)
+    """Build the embedder that ``config.kind`` names."""
+    return EMBEDDERS.factory(config.kind)(config)

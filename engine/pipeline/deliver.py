@@ -18,10 +18,10 @@ from dataclasses import replace
 from functools import partial
 
 from tiermem.components import Components
+from tiermem.config.tuning import Expansion
 from tiermem.context import ContextTurn, DeliveredContext, LineCosts, Unit, pack
 from tiermem.embedding.base import EmbedMode, Vectors, check_vectors
 from tiermem.pipeline.read import FoundTurns, concurrently
-from tiermem.policy import Expansion
 from tiermem.render import index_text, render_memory
 from tiermem.roles.extract import cut_in_pieces
 from tiermem.stores.base import ScoredEntry

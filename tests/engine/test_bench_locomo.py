@@ -78,7 +78,7 @@ def _config(tmp_path: Path, **overrides: Any) -> RunConfig:
     data = tmp_path / "fx.json"
     data.write_text(json.dumps(FIXTURE))
     return RunConfig(
-        data=data, out=tmp_path / "out", k=2, embedder=EmbedderConfig(provider="hash"), **overrides
+        data=data, out=tmp_path / "out", k=2, embedder=EmbedderConfig(kind="hash"), **overrides
     )
 
 

@@ -18,7 +18,7 @@ from tests.engine.test_bench_locomo import FIXTURE
 
 pytestmark = pytest.mark.slow  # whole benchmark runs
 
-HASH = EmbedderConfig(provider="hash")
+HASH = EmbedderConfig(kind="hash")
 
 
 def _longmemeval_like() -> list[dict[str, Any]]:

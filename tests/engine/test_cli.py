@@ -127,7 +127,7 @@ def test_bench_locomo_takes_sample_ids_and_budgets(
 
     def spy(**kwargs: object) -> object:
         cfg = real_config(**kwargs)  # type: ignore[arg-type]
-        cfg.embedder = cfg.embedder.model_copy(update={"provider": "hash"})
+        cfg.embedder = cfg.embedder.model_copy(update={"kind": "hash"})
         seen["cfg"] = cfg
         return cfg
 

@@ -186,7 +186,7 @@ _OPEN_MEMORY = (
     "from tiermem import Memory, TiermemConfig\n"
     "from tiermem.config import EmbedderConfig\n"
     "config = TiermemConfig.for_data_dir('data').model_copy(\n"
-    "    update={'embedder': EmbedderConfig(provider='hash', model='hash-384')})\n"
+    "    update={'embedder': EmbedderConfig(kind='hash', model='hash-384')})\n"
     "memory = Memory(config)\n"
 )
 

@@ -25,7 +25,7 @@ from tests.conftest import T0, chat
 from tests.fakes.ollama_server import OllamaProtocolServer, serving
 
 DOCUMENT = EmbedMode.DOCUMENT
-HASH = '[embedder]\nprovider = "hash"\nmodel = "hash-384"\n'
+HASH = '[embedder]\nkind = "hash"\nmodel = "hash-384"\n'
 
 
 @pytest.fixture

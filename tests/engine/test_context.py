@@ -7,10 +7,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from tiermem import Memory
+from tiermem.config.tuning import Expansion
 from tiermem.context import ContextTurn, Unit, pack
 from tiermem.errors import InvalidLimitError
 from tiermem.pipeline.deliver import hit_units
-from tiermem.policy import NO_EXPANSION, Expansion
+from tiermem.policy import NO_EXPANSION
 from tiermem.tokens import ApproxTokenCounter
 
 from tests.conftest import T0, MemoryFactory, chat
@@ -97,7 +98,7 @@ def test_a_piece_of_a_long_turn_is_worth_a_share_of_its_rank() -> None:
     piece = MemoryEntry("p", "u", long_answer, MemoryKind.TURN, T0, T0, source_turn_ids=("s2:0",))
     hits = [SearchHit(piece, 1.0, ScoreExplanation({}, "")), *_hits([("s1:2",)])]
     plain = Expansion(reply=0, previous=0, burst=0, member=0)
-    units = hit_units(hits, turns, replace(plain, piece=0.4))
+    units = hit_units(hits, turns, plain.model_copy(update={"piece": 0.4}))
     # the piece matched a part and the budget pays for the whole turn: the next hit, whole
     # and cheap, goes first; the piece is still the fallback when the whole does not fit
     assert [(u.turn_ids, u.value) for u in units] == [(("s1:2",), 0.5), (("s2:0",), 0.4)]
@@ -106,9 +107,9 @@ def test_a_piece_of_a_long_turn_is_worth_a_share_of_its_rank() -> None:
     assert fallback.endswith(long_answer)
     whole_hit = replace(piece, text=turns["s2:0"].line)
     hits_whole = [SearchHit(whole_hit, 1.0, ScoreExplanation({}, "")), *_hits([("s1:2",)])]
-    whole = hit_units(hits_whole, turns, replace(plain, piece=0.4))
+    whole = hit_units(hits_whole, turns, plain.model_copy(update={"piece": 0.4}))
     assert [(u.turn_ids, u.value) for u in whole] == [(("s2:0",), 1.0), (("s1:2",), 0.5)]
-    unshared = hit_units(hits, turns, replace(plain, piece=1.0))
+    unshared = hit_units(hits, turns, plain.model_copy(update={"piece": 1.0}))
     assert [u.turn_ids for u in unshared] == [("s2:0",), ("s1:2",)]
 
 
@@ -120,7 +121,7 @@ def test_a_sentence_of_a_short_turn_stands_for_the_whole_turn() -> None:
     sentence = MemoryEntry("p", "u", said, MemoryKind.TURN, T0, T0, source_turn_ids=("s2:0",))
     hits = [SearchHit(sentence, 1.0, ScoreExplanation({}, "")), *_hits([("s1:2",)])]
     plain = Expansion(reply=0, previous=0, burst=0, member=0)
-    units = hit_units(hits, turns, replace(plain, piece=0.4))
+    units = hit_units(hits, turns, plain.model_copy(update={"piece": 0.4}))
     # worth its rank, no fallback line: the whole turn costs little more than the sentence
     assert [(u.turn_ids, u.value, u.fallback) for u in units] == [
         (("s2:0",), 1.0, None),
@@ -168,27 +169,29 @@ def test_a_long_reply_is_worth_less_than_a_short_hit_when_lengths_count() -> Non
     assert valued(plain)[("a:1",)] == pytest.approx(0.6)
     assert delivered(plain) == ("a:0", "a:1")
     # it keeps 100 / its tokens of its share past 100 tokens: now the second hit goes first
-    by_neighbour = valued(replace(plain, neighbour_tokens=100))
+    by_neighbour = valued(plain.model_copy(update={"neighbour_tokens": 100}))
     assert by_neighbour[("a:1",)] == pytest.approx(0.6 * 100 / tokens["a:1"])
     assert by_neighbour[("b:0",)] == pytest.approx(0.5)  # a short hit keeps its worth
-    assert delivered(replace(plain, neighbour_tokens=100)) == ("a:0", "b:0")
+    assert delivered(plain.model_copy(update={"neighbour_tokens": 100})) == ("a:0", "b:0")
     # long_tokens discounts every unit, hits too: a long hit falls behind a short one
-    long_hit = valued(replace(plain, long_tokens=100))
+    long_hit = valued(plain.model_copy(update={"long_tokens": 100}))
     assert long_hit[("a:1",)] == pytest.approx(0.6 * 100 / tokens["a:1"])
-    assert delivered(replace(plain, long_tokens=100)) == ("a:0", "b:0")
+    assert delivered(plain.model_copy(update={"long_tokens": 100})) == ("a:0", "b:0")
     ranked_first = hit_units(
         _hits([("a:1",), ("b:0",)]),
         turns,
-        replace(plain, long_tokens=100),
+        plain.model_copy(update={"long_tokens": 100}),
         tokens=lambda t: tokens[t.turn_id],
     )
     order = [u.turn_ids for u in ranked_first]
     assert order[0] == ("b:0",)  # the short second hit, before the long first one
     # both: a neighbour past both references is discounted by both
-    both = valued(replace(plain, neighbour_tokens=100, long_tokens=200))
+    both = valued(plain.model_copy(update={"neighbour_tokens": 100, "long_tokens": 200}))
     assert both[("a:1",)] == pytest.approx(0.6 * 100 / tokens["a:1"] * 200 / tokens["a:1"])
     # a reference above every length changes nothing
-    assert valued(replace(plain, neighbour_tokens=10**4, long_tokens=10**4)) == valued(plain)
+    assert valued(
+        plain.model_copy(update={"neighbour_tokens": 10**4, "long_tokens": 10**4})
+    ) == valued(plain)
 
 
 def test_by_default_a_reply_of_a_few_hundred_tokens_goes_after_the_third_hit() -> None:
@@ -240,7 +243,7 @@ def test_at_a_small_budget_a_unit_past_a_quarter_of_it_goes_after_short_hits() -
     assert {"b:0", "c:0"} <= set(delivered(Expansion(), 300))
     assert "a:1" not in delivered(Expansion(), 300)
     # without the share the long first hit is packed first and leaves room for one more
-    assert "c:0" not in delivered(replace(Expansion(), long_share=0), 300)
+    assert "c:0" not in delivered(Expansion().model_copy(update={"long_share": 0}), 300)
     # at a budget over four times its length it keeps its whole worth: the best unit again
     # (this guards against discounting it there; it holds at any share over about 0.2)
     assert units(Expansion(), 1200)[0].turn_ids == ("a:1",)
@@ -426,7 +429,7 @@ def test_a_turn_found_again_takes_no_second_rank() -> None:
         ("s2:0",),
         0.33,
     )
-    distinct = replace(plain, distinct=True)
+    distinct = plain.model_copy(update={"distinct": True})
     # the exchange adds a turn (s1:0): it keeps its rank; a hit adding nothing takes none
     again = _hits([("s1:1",), ("s1:1",), ("s2:0",)])
     assert [(u.turn_ids, round(u.value, 2)) for u in hit_units(again, turns, distinct)] == [

@@ -32,7 +32,7 @@ class CountingEmbedder(HashEmbedder):
 
 
 register_embedder("counting-hash", lambda config: CountingEmbedder(dim=config.dim))
-COUNTING = EmbedderConfig(provider="counting-hash")
+COUNTING = EmbedderConfig(kind="counting-hash")
 
 
 @pytest.fixture(autouse=True)

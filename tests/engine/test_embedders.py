@@ -1,10 +1,11 @@
 """The embedders of the serving stack: ``ollama`` through ``/api/embed`` and ``openai``
 through ``/v1/embeddings``, each by its official client over real HTTP against the protocol
-test server, and the configuration that picks them (one class per kind, on ``kind`` or
-``provider``)."""
+test server, and the configuration that picks them (one class per kind, on ``kind``; its old
+name ``provider`` read with a warning)."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from tiermem.config import (
     embedder_config,
     merge_overrides,
 )
+from tiermem.config.section import DeprecatedSettingWarning
 from tiermem.embedding import EmbedMode, build_embedder
 from tiermem.embedding.hashing import HashEmbedder
 from tiermem.embedding.registry import EMBEDDERS
@@ -105,8 +107,8 @@ def test_configured_prefixes_win_and_another_model_gets_none(server: OllamaProto
 
 
 def test_prefixes_apply_to_a_local_embedder_too() -> None:
-    plain = build_embedder(EmbedderConfig(provider="hash", dim=64))
-    prefixed = build_embedder(EmbedderConfig(provider="hash", dim=64, query_prefix="q: "))
+    plain = build_embedder(EmbedderConfig(kind="hash", dim=64))
+    prefixed = build_embedder(EmbedderConfig(kind="hash", dim=64, query_prefix="q: "))
     assert prefixed.name == plain.name  # the same model: the same vector space
     assert np.allclose(
         prefixed.embed(["a cat"], EmbedMode.QUERY), plain.embed(["q: a cat"], EmbedMode.QUERY)
@@ -192,22 +194,15 @@ def test_memory_adds_and_searches_through_the_served_embedder(
 
 
 # -- configuration: one class per kind --------------------------------------------------------
-def test_each_kind_has_its_class_and_kind_is_provider() -> None:
+def test_each_kind_has_its_class() -> None:
     assert EMBEDDERS.get("ollama").config is OllamaEmbedderConfig
     assert EMBEDDERS.get("openai").config is OpenAIEmbedderConfig
     assert EMBEDDERS.get("llamacpp").config is LlamaCppEmbedderConfig
     loaded = TiermemConfig.model_validate({"embedder": {"kind": "ollama"}}).embedder
     assert isinstance(loaded, OllamaEmbedderConfig)
-    assert (loaded.kind, loaded.provider, loaded.model, loaded.dim) == (
-        "ollama",
-        "ollama",
-        "nomic-embed-text",
-        768,
-    )
+    assert (loaded.kind, loaded.model, loaded.dim) == ("ollama", "nomic-embed-text", 768)
     with pytest.raises(ValidationError, match="is configured by OllamaEmbedderConfig"):
-        EmbedderConfig(provider="ollama")
-    with pytest.raises(ValidationError, match="kind 'ollama' and provider 'hash' differ"):
-        EmbedderConfig.model_validate({"kind": "ollama", "provider": "hash"})
+        EmbedderConfig(kind="ollama")
 
 
 def test_a_field_another_kind_has_is_refused_by_name() -> None:
@@ -219,12 +214,20 @@ def test_a_field_another_kind_has_is_refused_by_name() -> None:
         TiermemConfig.model_validate({"embedder": {"kind": "ollama", "device": "cuda"}})
 
 
-def test_existing_provider_files_load_as_they_did(tmp_path: Path) -> None:
+def test_the_old_name_provider_still_loads_with_a_warning(tmp_path: Path) -> None:
     old = tmp_path / "old.toml"
     old.write_text('[embedder]\nprovider = "hash"\nmodel = "hash-384"\n')
-    loaded = load_config(old, {})
+    with pytest.warns(DeprecatedSettingWarning, match="embedder.provider is now embedder.kind"):
+        loaded = load_config(old, {})
     assert type(loaded.embedder) is EmbedderConfig
-    assert loaded.embedder.provider == "hash"
+    assert loaded.embedder.kind == "hash"
+    with pytest.warns(DeprecatedSettingWarning):
+        assert loaded.embedder.provider == "hash"  # read in code: the same warning
+    with pytest.warns(DeprecatedSettingWarning), pytest.raises(ValidationError, match="differ"):
+        EmbedderConfig.model_validate({"kind": "ollama", "provider": "hash"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the new name warns of nothing
+        assert load_config(None, {"TIERMEM_EMBEDDER__KIND": "hash"}).embedder.kind == "hash"
     new = tmp_path / "new.toml"
     new.write_text('[embedder]\nkind = "ollama"\nhost = "http://ollama:11434"\n')
     served = load_config(new, {"TIERMEM_EMBEDDER__TIMEOUT_S": "5"})
@@ -234,7 +237,7 @@ def test_existing_provider_files_load_as_they_did(tmp_path: Path) -> None:
     assert isinstance(switched.embedder, OllamaEmbedderConfig)  # a new kind: its defaults
     assert switched.embedder.model == "nomic-embed-text"
     over_file = load_config(old, {"TIERMEM_EMBEDDER__KIND": "sentence-transformers"})
-    assert over_file.embedder.provider == "sentence-transformers"  # the environment wins
+    assert over_file.embedder.kind == "sentence-transformers"  # the environment wins
 
 
 def test_a_served_configuration_survives_a_merge() -> None:

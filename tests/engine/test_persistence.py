@@ -17,7 +17,7 @@ import json, sys
 from datetime import UTC, datetime
 from tiermem import Memory, TiermemConfig
 cfg = TiermemConfig.for_data_dir(sys.argv[1])
-cfg = cfg.model_copy(update={"embedder": cfg.embedder.model_copy(update={"provider": "hash"})})
+cfg = cfg.model_copy(update={"embedder": cfg.embedder.model_copy(update={"kind": "hash"})})
 with Memory(cfg) as m:
     r = m.add([{"role": "user", "speaker": "Ivo", "content": "My boat is called Sardinha.",
                 "timestamp": datetime(2026, 5, 1, 10, tzinfo=UTC)}], user_id="ivo", session_id="s1")
@@ -29,7 +29,7 @@ READER = """
 import json, sys
 from tiermem import Memory, TiermemConfig
 cfg = TiermemConfig.for_data_dir(sys.argv[1])
-cfg = cfg.model_copy(update={"embedder": cfg.embedder.model_copy(update={"provider": "hash"})})
+cfg = cfg.model_copy(update={"embedder": cfg.embedder.model_copy(update={"kind": "hash"})})
 with Memory(cfg) as m:
     hit = m.search("what is my boat called", "ivo", k=1)[0]
     turns = m.source_turns([hit], "ivo")

@@ -180,7 +180,7 @@ def test_the_scenarios_are_seeded_and_their_labels_name_real_turns() -> None:
 @pytest.mark.slow  # a whole benchmark run
 def test_bench_updates_reports_every_path_and_budget(tmp_path: Path) -> None:
     cfg = UpdatesConfig(
-        tmp_path, budgets=(300, 1200), users=3, embedder=EmbedderConfig(provider="hash")
+        tmp_path, budgets=(300, 1200), users=3, embedder=EmbedderConfig(kind="hash")
     )
     result = run_updates(cfg, Console(width=140, record=True))
     assert set(result["curve"]) == {"tiermem", "tiermem+later", "naive-rag", "bm25"}
@@ -233,7 +233,7 @@ def test_the_model_free_path_delivers_the_newest_statement_more_than_without_it(
             tmp_path / str(later),
             budgets=(300,),
             users=24,
-            embedder=EmbedderConfig(provider="hash"),
+            embedder=EmbedderConfig(kind="hash"),
             tiermem=base,
         )
         runs[later] = run_updates(cfg, Console(width=140))["curve"]["tiermem"]["300"]

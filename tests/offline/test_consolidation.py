@@ -276,7 +276,7 @@ def test_ltm_show_lists_the_graph_read_only(
     memory.close()
     before = sorted(p.name for p in (tmp_path / "ltm").iterdir())
     toml = tmp_path / "show.toml"
-    toml.write_text('[embedder]\nprovider = "hash"\nmodel = "hash-384"\n')
+    toml.write_text('[embedder]\nkind = "hash"\nmodel = "hash-384"\n')
     assert main(["ltm", "--config", str(toml), "--data-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "LTM: 1 nodes, 0 edges" in out

@@ -31,7 +31,7 @@ def test_consolidate_once_on_a_real_model(
 ) -> None:
     toml = tmp_path / "tiermem.toml"
     toml.write_text(
-        '[embedder]\nprovider = "hash"\nmodel = "hash-384"\n'
+        '[embedder]\nkind = "hash"\nmodel = "hash-384"\n'
         "[ltm.consolidation]\nchunk_size = 8\nmax_tokens = 300\n"  # one call, kept short
     )
     data = tmp_path / "data"

@@ -24,7 +24,7 @@ from tiermem.service.protocol import JSONErrorsH11Protocol
 
 TOML = """data_dir = "{data_dir}"
 [embedder]
-provider = "hash"
+kind = "hash"
 model = "hash-384"
 {extra}
 [service]

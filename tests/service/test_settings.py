@@ -12,7 +12,7 @@ from tiermem.settings import load_config
 
 TOML = """data_dir = "{root}"
 [embedder]
-provider = "hash"
+kind = "hash"
 model = "hash-384"
 [service]
 max_k = 7
@@ -31,7 +31,7 @@ def test_the_service_table_and_environment_configure_the_service_only(tmp_path: 
     env = {"TIERMEM_SERVICE__MAX_IN_FLIGHT": "3"}
     settings = resolve(config, None, env)
     assert (settings.service.max_k, settings.service.max_in_flight) == (7, 3)
-    assert settings.memory.embedder.provider == "hash"
+    assert settings.memory.embedder.kind == "hash"
     assert load_config(config, env) == settings.memory  # the memory never sees [service]
 
 

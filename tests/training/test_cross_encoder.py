@@ -38,7 +38,7 @@ from tiermem.types import MemoryEntry, MemoryKind
 from tests.conftest import T0
 from tests.training.test_dataset import _conversation
 
-HASH = EmbedderConfig(provider="hash")
+HASH = EmbedderConfig(kind="hash")
 
 
 @pytest.fixture(scope="module")

@@ -35,7 +35,7 @@ def test_prompts_are_timed_as_served(
     selector = root / "sel.jsonl"
     write_dataset(
         DatasetConfig(data=data, split="test", k=2, negatives=None,
-                      embedder=EmbedderConfig(provider="hash")),
+                      embedder=EmbedderConfig(kind="hash")),
         selector,
     )  # fmt: skip
     prompts = root / "prompts.json"
