@@ -150,12 +150,7 @@ def _build_roles(config: TiermemConfig, policy: Policy, meter: Meter) -> _Roles:
     return _Roles(
         planner=SLMController(controller) if controller else PassthroughPlanner(),
         selector=_selector(slm, selector, policy),
-        extractor=SLMWriter(
-            writer,
-            slm.writer_max_turns,
-            keep_turns=slm.writer_keep_turns,
-            supersedes=slm.writer_supersedes,
-        )
+        extractor=SLMWriter(writer, slm.writer_max_turns, supersedes=slm.writer_supersedes)
         if writer
         else TurnExtractor(),
         generator=GENERATORS.factory(generator_kind)(generator),

@@ -98,11 +98,6 @@ class SLMConfig(Section):
     # (all-MiniLM-L6-v2: real updates measured 0.66-0.80, unrelated facts 0.26-0.53).
     supersede_min_similarity: float = Field(default=0.6, ge=0, le=1)
     writer_max_turns: int = Field(default=8, ge=1, le=8)
-    # Keep every non-small-talk turn verbatim beside the writer's entries, and the exchanges
-    # the model-free path writes (since 2026-12-06; turns alone before). Measured on LoCoMo
-    # conversation 1 with Qwen2.5-Coder-0.5B: writer entries alone delivered 5.4% of the gold
-    # evidence at k=10, verbatim turns 53.8%; the writer's facts must add, not replace.
-    writer_keep_turns: bool = True
     # Apply the writer's update decisions ("replaces") as supersedes: the older entry leaves
     # default searches. Off by default: a wrong supersede hides a fact that is still true,
     # and the small local writers are not precise: qwen0.5b's supersedes were 1 right in 7

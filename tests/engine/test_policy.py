@@ -16,6 +16,7 @@ from tiermem import ManualClock, Memory, Tier, TiermemConfig
 from tiermem.config import DeliveryConfig, merge_overrides
 from tiermem.policy import Policy, policy_from_config
 from tiermem.slm.base import SLMRequest
+from tiermem.types import VERBATIM_KINDS
 
 from tests.conftest import T0, chat
 from tests.fakes.scripted import KIND, ScriptedModels
@@ -56,7 +57,7 @@ def _entries_after_a_near_repeat(
     with _open(config, clock, models, script) as memory:
         memory.add(chat(("user", "My sister Ines runs a bakery in Lisbon.")), "maya")
         memory.add(chat(("user", "Ines still runs that bakery.")), "maya")
-        return [e.text for e in memory.get_all("maya")]
+        return [e.text for e in memory.get_all("maya") if e.kind not in VERBATIM_KINDS]
 
 
 def _entries_kept_of_six(
@@ -98,11 +99,15 @@ def _superseded_by_an_update(
     config: TiermemConfig, clock: ManualClock, models: ScriptedModels
 ) -> object:
     script = Script()
-    script.queue(
-        "writer",
-        {"entries": [entry("Maya is vegetarian.", 1, kind="preference")]},
-        {"entries": [entry("Maya eats fish again.", 1, replaces=1)]},
-    )
+    script.queue("writer", {"entries": [entry("Maya is vegetarian.", 1, kind="preference")]})
+
+    def update(request: SLMRequest) -> dict[str, list[dict[str, Any]]]:
+        # the writer's entry, not the verbatim turn shown beside it
+        shown = numbered(request, "Existing memories:")
+        old = next(i for i, line in enumerate(shown, 1) if "Maya is vegetarian" in line)
+        return {"entries": [entry("Maya eats fish again.", 1, replaces=old)]}
+
+    script.on("writer", update)
     with _open(config, clock, models, script) as memory:
         memory.add(chat(("user", "I'm vegetarian.")), "maya")
         result = memory.add(chat(("user", "I eat fish again."), start=clock.now()), "maya")
@@ -139,7 +144,7 @@ def _with_ltm(tmp_path: Path) -> TiermemConfig:
 # field -> (base config, setting, two values, what a user sees)
 CASES: dict[str, tuple[Base, tuple[str, str], tuple[Any, Any], Observe]] = {
     "merge_threshold": (
-        _scripted(writer_keep_turns=False),
+        _scripted(),
         ("slm", "merge_threshold"),
         (0.5, 1.0),
         _entries_after_a_near_repeat,
@@ -148,7 +153,6 @@ CASES: dict[str, tuple[Base, tuple[str, str], tuple[Any, Any], Observe]] = {
         _scripted(
             controller={"enabled": False},
             selector={"enabled": False},
-            writer_keep_turns=False,
             writer_supersedes=True,
         ),
         ("slm", "supersede_min_similarity"),

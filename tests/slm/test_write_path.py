@@ -3,31 +3,47 @@ fallbacks, chunking, capacity and isolation."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from tiermem import AuditOp, ManualClock, Memory, SearchFilters
 from tiermem.bench.updates import Supersedes
 from tiermem.errors import SLMTimeout
+from tiermem.slm.base import SLMRequest
 from tiermem.slm.roles.writer import restates
 from tiermem.slm.scripted import ScriptedBackend
-from tiermem.types import MemoryKind
+from tiermem.types import VERBATIM_KINDS, MemoryEntry, MemoryKind
 
 from tests.conftest import T0, chat
-from tests.slm.conftest import Script, entry, numbered
+from tests.slm.conftest import Handler, Script, entry, numbered
 
 
 @pytest.fixture
 def writer_memory(make_slm_memory: Callable[..., Memory]) -> Memory:
-    """The writer's own entries, without the verbatim turns kept beside them by default, its
-    update decisions applied (``writer_supersedes``, off by default)."""
+    """The writer's entries beside the verbatim turns it always keeps, its update decisions
+    applied (``writer_supersedes``, off by default)."""
     return make_slm_memory(
-        controller={"enabled": False},
-        selector={"enabled": False},
-        writer_keep_turns=False,
-        writer_supersedes=True,
+        controller={"enabled": False}, selector={"enabled": False}, writer_supersedes=True
     )
+
+
+def written(entries: Iterable[MemoryEntry]) -> list[MemoryEntry]:
+    """The writer's own entries among ``entries``, not the verbatim turns and exchanges."""
+    return [e for e in entries if e.kind not in VERBATIM_KINDS]
+
+
+def update_of(shown: str, text: str, kind: str = "fact") -> Handler:
+    """A writer that marks ``text`` (citing turn 1) as an update of the memory shown that
+    says ``shown``: the writer's entry, not the verbatim turn stored beside it."""
+
+    def answer(request: SLMRequest) -> dict[str, Any]:
+        existing = numbered(request, "Existing memories:")
+        index = next(i for i, line in enumerate(existing, 1) if shown in line)
+        return {"entries": [entry(text, 1, kind=kind, replaces=index)]}
+
+    return answer
 
 
 def test_small_talk_costs_no_model_call(
@@ -77,7 +93,7 @@ def test_writer_entries_carry_their_source_turns_kind_and_date(
         ),
         user_id="maya",
     )
-    first, second = result.entries
+    first, second = written(result.entries)
     assert first.kind is MemoryKind.PLAN
     assert first.source_turn_ids == (result.turns[0].turn_id, result.turns[1].turn_id)
     assert first.event_time == datetime(2026, 10, 9, 12, tzinfo=UTC)
@@ -85,7 +101,7 @@ def test_writer_entries_carry_their_source_turns_kind_and_date(
     request = slm_backend.calls_for("writer")[0]
     assert len(numbered(request, "Turns:")) == 3  # "Hi!" never reached the model
     answer = writer_memory.answer("When is my flight?", "maya")
-    assert "TP1351" in answer.hits[0].entry.text
+    assert first.id in {h.entry.id for h in answer.hits}
     assert set(answer.source_turns) >= set(first.source_turn_ids)
 
 
@@ -95,33 +111,20 @@ def test_newer_statement_supersedes_the_older_one(
     script.queue(
         "writer", {"entries": [entry("Maya is vegetarian and eats no fish.", 1, kind="preference")]}
     )
-    old = writer_memory.add(chat(("user", "I'm vegetarian.")), user_id="maya").entries[0]
+    (old,) = written(writer_memory.add(chat(("user", "I'm vegetarian.")), user_id="maya").entries)
     clock.advance(timedelta(days=30))
-
-    def update(request: object) -> dict[str, object]:
-        existing = numbered(request, "Existing memories:")  # type: ignore[arg-type]
-        index = next(i for i, line in enumerate(existing, 1) if "vegetarian" in line)
-        return {
-            "entries": [
-                entry(
-                    "Maya is no longer vegetarian and eats fish again.",
-                    1,
-                    kind="preference",
-                    replaces=index,
-                )
-            ]
-        }
-
-    script.on("writer", update)
+    again = "Maya is no longer vegetarian and eats fish again."
+    script.on("writer", update_of("eats no fish", again, kind="preference"))
     result = writer_memory.add(
         chat(("user", "I eat fish again now."), start=T0 + timedelta(days=30)), user_id="maya"
     )
-    new = result.entries[0]
+    (new,) = written(result.entries)
     assert [s.id for s in result.superseded] == [old.id]
     kept = writer_memory.get(old.id, "maya")
     assert kept.text == "Maya is vegetarian and eats no fish."
     assert kept.superseded_by == new.id
-    assert [h.entry.id for h in writer_memory.search("what do I eat", "maya", k=5)] == [new.id]
+    found = written(h.entry for h in writer_memory.search("what do I eat", "maya", k=5))
+    assert [e.id for e in found] == [new.id]
     everything = writer_memory.search(
         "vegetarian", "maya", k=5, filters=SearchFilters(include_superseded=True)
     )
@@ -170,12 +173,12 @@ def test_near_duplicate_merges_and_unites_sources(writer_memory: Memory, script:
     second = writer_memory.add(
         chat(("user", "Thunder scares Miso."), start=T0 + timedelta(hours=1)), user_id="maya"
     )
-    assert second.entries == ()
+    assert written(second.entries) == []
     (merged,) = second.merged
     assert merged.id == first.entries[0].id
     assert merged.source_turn_ids == (first.turns[0].turn_id, second.turns[0].turn_id)
     assert merged.text == "Maya's dog Miso hates thunderstorms!"  # the newer statement
-    assert len(writer_memory.get_all("maya")) == 1
+    assert written(writer_memory.get_all("maya")) == [merged]
     events = writer_memory.history(merged.id, "maya")
     assert [e.op for e in events] == [AuditOp.ADD, AuditOp.MERGE]
     assert events[1].detail["similarity"] >= 0.92
@@ -191,7 +194,7 @@ def test_distinct_entries_do_not_merge(writer_memory: Memory, script: Script) ->
     result = writer_memory.add(
         chat(("user", "Tofu loves the sun."), start=T0 + timedelta(hours=1)), user_id="maya"
     )
-    assert len(result.entries) == 1
+    assert [e.text for e in written(result.entries)] == ["Maya's cat Tofu loves sunny windows."]
     assert result.merged == ()
 
 
@@ -237,31 +240,33 @@ def test_readding_known_turns_costs_no_model_call(
 def test_capacity_evicts_superseded_then_least_useful_with_audit(
     make_slm_memory: Callable[..., Memory], script: Script, clock: ManualClock
 ) -> None:
+    """Each day's add stores the writer's entry and its verbatim turn. The writer's cello
+    entry is used, its turn of the same day is not: the turn goes, the entry stays."""
     memory = make_slm_memory(
-        capacity=5,
+        capacity=10,
         controller={"enabled": False},
         selector={"enabled": False},
-        writer_keep_turns=False,
     )
     topics = ["cello", "tennis", "sushi", "Berlin", "gardening", "chess"]
-    ids = []
+    ids, turns = [], []
+    writers = SearchFilters(kinds=(MemoryKind.FACT,))
     for day, topic in enumerate(topics):
         clock.set(T0 + timedelta(days=day))
         script.queue("writer", {"entries": [entry(f"Maya likes {topic} a lot.", 1)]})
-        ids.append(
-            memory.add(
-                chat((("user", f"I like {topic}.")), start=T0 + timedelta(days=day)), user_id="maya"
-            )
-            .entries[0]
-            .id
-        )
+        added = memory.add(
+            chat((("user", f"I like {topic}.")), start=T0 + timedelta(days=day)), user_id="maya"
+        ).entries
+        (fact,) = written(added)
+        (turn,) = [e for e in added if e.kind is MemoryKind.TURN]
+        ids.append(fact.id)
+        turns.append(turn.id)
         if topic == "tennis":
-            assert "cello" in memory.search("cello", "maya", k=1)[0].entry.text  # cello is used
+            (used,) = memory.search("cello", "maya", k=1, filters=writers)
+            assert used.entry.id == ids[0]  # the writer's cello entry is used
     remaining = {e.id for e in memory.get_all("maya", SearchFilters(include_superseded=True))}
-    assert len(remaining) == 4  # over 5 -> down to the low-water mark, 95% of 5
-    evicted = set(ids) - remaining
-    assert ids[1] in evicted
-    assert ids[2] in evicted
+    assert len(remaining) == 9  # 12 entries, over 10 -> down to the low-water mark, 95% of 10
+    evicted = {*ids, *turns} - remaining
+    assert evicted == {turns[0], ids[1], turns[1]}  # the unused oldest: cello's turn, tennis
     assert ids[0] in remaining
     for victim in evicted:
         last = memory.history(victim, "maya")[-1]
@@ -285,40 +290,36 @@ def test_writer_never_sees_another_users_memories(
 def test_capacity_evicts_superseded_entries_first(
     make_slm_memory: Callable[..., Memory], script: Script, clock: ManualClock
 ) -> None:
+    """Each add stores the writer's entry and its verbatim turn. The superseded entry goes
+    first, before the older chess entries and before its own turn of the same day."""
     memory = make_slm_memory(
-        capacity=3,
+        capacity=6,
         controller={"enabled": False},
         selector={"enabled": False},
-        writer_keep_turns=False,
         writer_supersedes=True,
     )
+    script.queue("writer", {"entries": [entry("Maya likes chess.", 1)]})
+    chess = memory.add(chat(("user", "I like chess."), start=clock.now()), "maya").entries
+    clock.advance(timedelta(days=1))
     script.queue(
         "writer", {"entries": [entry("Maya is vegetarian and eats no fish.", 1, kind="preference")]}
     )
-    old = memory.add(chat(("user", "I'm vegetarian.")), user_id="maya").entries[0]
+    vegetarian = memory.add(chat(("user", "I'm vegetarian."), start=clock.now()), "maya").entries
+    (old,) = written(vegetarian)
     clock.advance(timedelta(days=1))
-    script.queue(
-        "writer",
-        {
-            "entries": [
-                entry(
-                    "Maya is no longer vegetarian and eats fish again.",
-                    1,
-                    kind="preference",
-                    replaces=1,
-                )
-            ]
-        },
-    )
-    memory.add(chat(("user", "I eat fish again."), start=clock.now()), user_id="maya")
-    for topic in ("chess", "Berlin"):
-        clock.advance(timedelta(days=1))
-        script.queue("writer", {"entries": [entry(f"Maya likes {topic}.", 1)]})
-        result = memory.add(chat(("user", f"I like {topic}."), start=clock.now()), user_id="maya")
+    again = "Maya is no longer vegetarian and eats fish again."
+    script.on("writer", update_of("eats no fish", again, kind="preference"))
+    update = memory.add(chat(("user", "I eat fish again."), start=clock.now()), "maya")
+    assert [e.id for e in update.superseded] == [old.id]
+    clock.advance(timedelta(days=1))
+    script.on("writer", lambda request: {"entries": [entry("Maya likes Berlin.", 1)]})
+    result = memory.add(chat(("user", "I like Berlin."), start=clock.now()), user_id="maya")
     assert result.evicted_ids[0] == old.id  # the superseded entry goes first
     assert memory.history(old.id, "maya")[-1].detail["reason"] == "superseded"
-    assert len(result.evicted_ids) == 2  # 4 entries, capacity 3, low-water mark 2
-    assert {e.text for e in memory.get_all("maya")} == {"Maya likes chess.", "Maya likes Berlin."}
+    # 8 entries, capacity 6, low-water mark 5: then the least useful, the oldest
+    assert set(result.evicted_ids) == {old.id, *(e.id for e in chess)}
+    assert {e.text for e in written(memory.get_all("maya"))} == {again, "Maya likes Berlin."}
+    assert "Ana: I'm vegetarian." in {e.text for e in memory.get_all("maya")}
 
 
 def test_by_default_a_writers_update_hides_nothing_and_is_counted(
@@ -326,21 +327,17 @@ def test_by_default_a_writers_update_hides_nothing_and_is_counted(
 ) -> None:
     """``slm.writer_supersedes`` is off by default: the small writers' supersedes were mostly
     wrong, and a wrong one hides a true fact. The update is stored beside the old entry."""
-    memory = make_slm_memory(
-        controller={"enabled": False}, selector={"enabled": False}, writer_keep_turns=False
-    )
-    script.queue(
-        "writer",
-        {"entries": [entry("Maya is vegetarian.", 1, kind="preference")]},
-        {"entries": [entry("Maya eats fish again.", 1, kind="preference", replaces=1)]},
-    )
-    old = memory.add(chat(("user", "I'm vegetarian.")), user_id="maya").entries[0]
+    memory = make_slm_memory(controller={"enabled": False}, selector={"enabled": False})
+    script.queue("writer", {"entries": [entry("Maya is vegetarian.", 1, kind="preference")]})
+    script.on("writer", update_of("Maya is vegetarian", "Maya eats fish again.", "preference"))
+    (old,) = written(memory.add(chat(("user", "I'm vegetarian.")), user_id="maya").entries)
     result = memory.add(chat(("user", "I eat fish again."), start=T0 + timedelta(days=3)), "maya")
     assert result.superseded == ()
-    assert [e.text for e in result.entries] == ["Maya eats fish again."]
+    (new,) = written(result.entries)
+    assert new.text == "Maya eats fish again."
     assert memory.get(old.id, "maya").superseded_by is None
-    found = {h.entry.id for h in memory.search("what do I eat", "maya", k=5)}
-    assert found == {old.id, result.entries[0].id}
+    found = written(h.entry for h in memory.search("what do I eat", "maya", k=5))
+    assert {e.id for e in found} == {old.id, new.id}
     assert memory.meter.snapshot()["writer"]["events"] == {"replaces_off": 1}
     assert memory.meter.event_count("writer", "replaces_off") == 1
     scored = Supersedes()  # what bench updates reports of the writer's path
@@ -352,17 +349,14 @@ def test_a_dissimilar_replacement_is_rejected_and_counted(
     writer_memory: Memory, script: Script
 ) -> None:
     """A weak model that marks an unrelated fact as an update must not hide the old one."""
-    script.queue(
-        "writer",
-        {"entries": [entry("Maya is vegetarian.", 1, kind="preference")]},
-        {"entries": [entry("Maya likes chess.", 1, replaces=1)]},
-    )
-    old = writer_memory.add(chat(("user", "I'm vegetarian.")), user_id="maya").entries[0]
+    script.queue("writer", {"entries": [entry("Maya is vegetarian.", 1, kind="preference")]})
+    script.on("writer", update_of("Maya is vegetarian", "Maya likes chess."))
+    (old,) = written(writer_memory.add(chat(("user", "I'm vegetarian.")), user_id="maya").entries)
     said = "A vegetarian friend got me into chess, I like it."  # shown the memory it names
     result = writer_memory.add(chat(("user", said), start=T0 + timedelta(hours=1)), "maya")
     assert result.superseded == ()
     assert writer_memory.get(old.id, "maya").superseded_by is None
-    assert len(writer_memory.get_all("maya")) == 2
+    assert len(written(writer_memory.get_all("maya"))) == 2
     events = writer_memory.components.meter.snapshot()["writer"]["events"]
     assert events == {"supersede_rejected": 1}
 
@@ -372,15 +366,12 @@ def test_an_update_that_its_turn_does_not_state_supersedes_nothing(
 ) -> None:
     """Seen with a 0.5B writer on ``bench updates``: an "update" citing small talk, and one
     restating the memory it would hide. Both entries are kept; neither hides anything."""
-    script.queue(
-        "writer",
-        {"entries": [entry("Maya is vegetarian.", 1, kind="preference")]},
-        {"entries": [entry("Maya eats fish now.", 1, replaces=1)]},
-        {"entries": [entry("Maya is vegetarian.", 1, replaces=1)]},
-    )
-    old = writer_memory.add(chat(("user", "I'm vegetarian.")), user_id="maya").entries[0]
+    script.queue("writer", {"entries": [entry("Maya is vegetarian.", 1, kind="preference")]})
+    (old,) = written(writer_memory.add(chat(("user", "I'm vegetarian.")), user_id="maya").entries)
+    script.on("writer", update_of("Maya is vegetarian", "Maya eats fish now."))
     small_talk = chat(("user", "Ha, I can imagine!"), start=T0 + timedelta(hours=1))
     first = writer_memory.add(small_talk, user_id="maya")
+    script.on("writer", update_of("Maya is vegetarian", "Maya is vegetarian."))
     restated = chat(("user", "Still vegetarian!"), start=T0 + timedelta(hours=2))
     second = writer_memory.add(restated, user_id="maya")
     assert first.superseded == second.superseded == ()
@@ -392,7 +383,8 @@ def test_an_update_that_its_turn_does_not_state_supersedes_nothing(
 def test_a_copy_marked_as_an_update_merges_and_supersedes_nothing(
     writer_memory: Memory, script: Script
 ) -> None:
-    """Seen with a 0.5B writer: it copies memory [2] it was shown and says it replaces [1]."""
+    """Seen with a 0.5B writer: it copies a memory it was shown (the writer's dog entry) and
+    says it replaces another (the vegetarian turn, shown beside it)."""
     script.queue(
         "writer",
         {
@@ -402,25 +394,24 @@ def test_a_copy_marked_as_an_update_merges_and_supersedes_nothing(
             ]
         },
     )
-    first = writer_memory.add(
-        chat(("user", "I'm vegetarian."), ("user", "Miso hates storms.")), user_id="maya"
+    vegetarian, dog = written(
+        writer_memory.add(
+            chat(("user", "I'm vegetarian."), ("user", "Miso hates storms.")), user_id="maya"
+        ).entries
     )
-
-    def copy_as_update(request: object) -> dict[str, object]:
-        shown = numbered(request, "Existing memories:")  # type: ignore[arg-type]
-        veg = next(i for i, line in enumerate(shown, 1) if "vegetarian" in line)
-        return {"entries": [entry("Maya's dog Miso hates thunderstorms.", 1, replaces=veg)]}
-
-    script.on("writer", copy_as_update)
+    copy = "Maya's dog Miso hates thunderstorms."
+    script.on("writer", update_of("Ana: I'm vegetarian.", copy))
     result = writer_memory.add(
         # the turn states what the copy says: only the copy check can catch it
         chat(("user", "Miso still hates thunderstorms."), start=T0 + timedelta(hours=1)),
         user_id="maya",
     )
     assert result.superseded == ()
-    assert result.entries == ()
-    assert [m.id for m in result.merged] == [first.entries[1].id]
-    assert writer_memory.get(first.entries[0].id, "maya").superseded_by is None
+    assert written(result.entries) == []
+    assert [m.id for m in result.merged] == [dog.id]
+    live = writer_memory.get_all("maya")
+    assert vegetarian in live
+    assert "Ana: I'm vegetarian." in {e.text for e in live}
     events = writer_memory.meter.snapshot()["writer"]["events"]
     assert events == {"copy_not_update": 1}
 
@@ -488,7 +479,7 @@ def test_an_entry_citing_the_assistant_is_the_assistants_whatever_the_model_wrot
         ),
         user_id="ana",
     )
-    assert [e.text for e in result.entries] == [
+    assert [e.text for e in written(result.entries)] == [
         "Assistant: vegetarian recipes only, lentil curry tonight.",
         "Ana: Ana has eaten no meat since 2019.",
         "Ana has been vegetarian since 2019.",  # no label written, a user turn: as written
@@ -505,7 +496,7 @@ def test_a_label_over_turns_of_two_speakers_names_both(
         chat(("user", "Which flight did I book?"), ("assistant", "TP1351 to Lisbon, 07:25.")),
         user_id="ana",
     )
-    assert [e.text for e in result.entries] == [
+    assert [e.text for e in written(result.entries)] == [
         "Ana and Assistant: the 07:25 flight to Lisbon is booked."
     ]
     assert _events(writer_memory) == {"speaker_fixed": 1}
@@ -546,11 +537,11 @@ def test_an_entry_that_restates_its_turn_is_dropped_and_counted(
     assert _events(memory) == {"restated_dropped": 3}
 
 
-def test_without_verbatim_turns_a_restatement_leaves_its_turn_instead(
+def test_a_restatement_under_the_wrong_speaker_is_dropped(
     writer_memory: Memory, script: Script
 ) -> None:
-    """With ``writer_keep_turns`` off the dropped copy is replaced by the turn itself, so what
-    was said stays searchable, once, under its real speaker."""
+    """A copy is a copy whatever speaker the model wrote: what was said stays searchable
+    once, as the verbatim turn under its real speaker, never as the assistant's."""
     script.queue(
         "writer",
         {
@@ -568,16 +559,18 @@ def test_without_verbatim_turns_a_restatement_leaves_its_turn_instead(
     assert [(e.kind, e.text) for e in result.entries] == [
         (MemoryKind.FACT, "Ana rehearses with the quartet on Sundays."),
         (MemoryKind.TURN, "Ana: I play the cello in a quartet."),
+        (MemoryKind.TURN, "Ana: We rehearse on Sundays."),
     ]
     assert _events(writer_memory) == {"restated_dropped": 2}
-    assert "cello" in writer_memory.search("cello", "ana", k=1)[0].entry.text
+    found = [h.entry.text for h in writer_memory.search("cello", "ana", k=5)]
+    assert [text for text in found if "cello" in text] == ["Ana: I play the cello in a quartet."]
 
 
 def test_a_copy_under_a_wrong_citation_is_dropped_not_misattributed(
     writer_memory: Memory, script: Script
 ) -> None:
     """Seen on qwen0.5b: citations off by one, so Maya's line cited the assistant's turn. A
-    copy of any turn of the chunk is a copy; the turn it copies is what stands in for it."""
+    copy of any turn of the chunk is a copy; the verbatim turn it copies is the one record."""
     script.queue(
         "writer",
         {
@@ -594,11 +587,13 @@ def test_a_copy_under_a_wrong_citation_is_dropped_not_misattributed(
         ),
         user_id="ana",
     )
-    assert [e.text for e in result.entries] == [
-        "Ana's sister Ines runs a bakery in Lisbon.",
-        "Ana: My sister Ines lives in Lisbon, she runs a bakery.",
+    assert [e.text for e in written(result.entries)] == [
+        "Ana's sister Ines runs a bakery in Lisbon."
     ]
-    assert result.entries[1].source_turn_ids == (result.turns[0].turn_id,)
+    turns = [e for e in result.entries if e.kind is MemoryKind.TURN and "sister" in e.text]
+    assert [(e.text, e.source_turn_ids) for e in turns] == [
+        ("Ana: My sister Ines lives in Lisbon, she runs a bakery.", (result.turns[0].turn_id,))
+    ]
     assert _events(writer_memory) == {"restated_dropped": 1}
 
 
