@@ -101,12 +101,12 @@ class SLMConfig(Section):
     # Apply the writer's update decisions ("replaces") as supersedes: the older entry leaves
     # default searches. Off by default: a wrong supersede hides a fact that is still true,
     # and the small local writers are not precise: qwen0.5b's supersedes were 1 right in 7
-    # on ``tiermem bench writer`` and 0 in 12 on ``bench updates``, and asked whether a newer
-    # message makes an older one untrue, neither qwen0.5b nor qwen1.5b told real changes
-    # from look-alikes (AUC 0.58 and 0.59). Off, the writer's entries are still written and
-    # its "replaces" is counted (``replaces_off``); newer statements reach the context as
-    # later statements (``delivery.later``). Turn it on for a writer measured precise on
-    # ``bench updates``.
+    # on ``bench writer`` (removed; da54a72) and 0 in 12 on ``bench updates``, and asked
+    # whether a newer message makes an older one untrue, neither qwen0.5b nor qwen1.5b told
+    # real changes from look-alikes (AUC 0.58 and 0.59). Off, the writer's entries are still
+    # written and its "replaces" is counted (``replaces_off``); newer statements reach the
+    # context as later statements (``delivery.later``). Turn it on for a writer measured
+    # precise on ``bench updates``.
     writer_supersedes: bool = False
     models_dir: Path = Path("~/.cache/tiermem/models")
 
