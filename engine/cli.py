@@ -13,7 +13,7 @@ from rich.console import Console
 from tiermem.bench.cli import add_bench_parser, run_bench
 from tiermem.config import TiermemConfig
 from tiermem.errors import TiermemError
-from tiermem.service.commands import add_service_parsers, run_service_command
+from tiermem.service.commands import SERVICE_COMMANDS, add_service_parsers, run_service_command
 from tiermem.training.bench_cli import ROLE_BENCHES, add_role_bench_parsers, run_role_bench
 from tiermem.training.cli import add_train_parser, run_train
 
@@ -147,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _reindex(args, console)
         elif args.command == "train":
             return run_train(args, console)
-        elif args.command in ("serve", "keys"):
+        elif args.command in SERVICE_COMMANDS:
             return run_service_command(args, console)
         elif args.command == "mcp":
             from tiermem.mcp_server import run_mcp

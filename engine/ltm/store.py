@@ -17,6 +17,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -271,6 +272,16 @@ class LongTermMemory:
         """Every node and edge with its evidence and confidence now (for inspection)."""
         with self._lock:
             return [self._fact(i, 1.0, 0, now) for i in self._graph.items()]
+
+    def supported_by(self, keys: AbstractSet[str], now: datetime) -> list[tuple[LTMFact, int]]:
+        """Every item that some of ``keys`` support, with how many of them do: given one
+        user's entry keys (``provenance.entry_keys``), what that user's memories fed, found by
+        the keys alone (the graph holds no user id). Most supported by ``keys`` first."""
+        with self._lock:
+            graph = self._graph
+            shares = [(i, len(graph.data(i)["provenance"] & keys)) for i in graph.items()]
+            found = [(self._fact(i, 1.0, 0, now), n) for i, n in shares if n]
+        return sorted(found, key=lambda x: (-x[1], -x[0].evidence, x[0].text))
 
     def _fact(self, item_id: str, score: float, hops: int, now: datetime) -> LTMFact:
         item = self._graph.item(item_id)

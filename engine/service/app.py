@@ -33,9 +33,11 @@ from tiermem.errors import (
 from tiermem.memory import Memory
 from tiermem.service.codes import error_body, protocol_body, status_of
 from tiermem.service.config import ServiceConfig
-from tiermem.service.keys import KeyRing
+from tiermem.service.inspect_api import inspect_router
+from tiermem.service.keys import KeyLookup
 from tiermem.service.limits import RETRY_AFTER_S, RETRY_STATUSES, ApiGate, authenticate
 from tiermem.service.metrics import CONTENT_TYPE, RequestTimer, ServiceMetrics
+from tiermem.service.page import page_router
 from tiermem.service.routes import JSONBody, Service, api_router
 
 logger = logging.getLogger(__name__)
@@ -46,15 +48,17 @@ _PROTOCOL = {400: "invalid_request", 404: "not_found", 405: "method_not_allowed"
 
 def create_app(
     memory: Memory,
-    keys: KeyRing,
+    keys: KeyLookup,
     config: ServiceConfig | None = None,
     *,
     close: Callable[[], None] | None = None,
+    read_only: bool = False,
 ) -> FastAPI:
-    """The service over ``memory``: the ``/v1`` API, ``/healthz``, ``/readyz``, ``/metrics``.
-    ``close`` runs (in a worker thread) when the server shuts down."""
+    """The service over ``memory``: the ``/v1`` API, the inspector page (``/inspect``),
+    ``/healthz``, ``/readyz``, ``/metrics``. ``close`` runs (in a worker thread) when the
+    server shuts down; ``read_only`` refuses every write (``tiermem inspect``)."""
     config = config or ServiceConfig()
-    service = Service(memory, keys, config)
+    service = Service(memory, keys, config, read_only)
     metrics = ServiceMetrics(memory)
 
     @asynccontextmanager
@@ -74,6 +78,8 @@ def create_app(
         lifespan=lifespan,
     )
     app.include_router(api_router(service))
+    app.include_router(inspect_router(service))
+    app.include_router(page_router())
     _add_error_handlers(app)
     _add_operations(app, memory, metrics, keys, config)
     app.add_middleware(
@@ -134,7 +140,7 @@ def _add_error_handlers(app: FastAPI) -> None:
 
 
 def _add_operations(
-    app: FastAPI, memory: Memory, metrics: ServiceMetrics, keys: KeyRing, config: ServiceConfig
+    app: FastAPI, memory: Memory, metrics: ServiceMetrics, keys: KeyLookup, config: ServiceConfig
 ) -> None:
     """``/healthz`` and ``/readyz`` answer anyone (probes carry no key); ``/metrics`` needs an
     admin key unless the configuration makes it public. ``/docs`` and ``/openapi.json``

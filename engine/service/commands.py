@@ -1,5 +1,5 @@
-"""The service's commands of the ``tiermem`` CLI: ``serve`` and ``keys add|list``. Imported by
-every CLI run, so nothing heavy is imported before a command runs."""
+"""The service's commands of the ``tiermem`` CLI: ``serve``, ``keys add|list`` and ``inspect``.
+Imported by every CLI run, so nothing heavy is imported before a command runs."""
 
 from __future__ import annotations
 
@@ -10,9 +10,12 @@ from typing import Any
 
 from rich.console import Console
 
+SERVICE_COMMANDS = ("serve", "keys", "inspect")
+
 
 def add_service_parsers(commands: Any) -> None:
-    """``serve`` and ``keys`` on the CLI's subcommands (an argparse subparsers action)."""
+    """``serve``, ``keys`` and ``inspect`` on the CLI's subcommands (an argparse subparsers
+    action)."""
     serve = commands.add_parser(
         "serve", help="serve the memory over HTTP to RemoteMemory clients, one tenant per key"
     )
@@ -35,12 +38,42 @@ def add_service_parsers(commands: Any) -> None:
     )
     listing = keys_commands.add_parser("list", help="the tenants that have a key")
     listing.add_argument("--keys", type=Path)
+    _add_inspect_parser(commands)
+
+
+def _add_inspect_parser(commands: Any) -> None:
+    inspect = commands.add_parser(
+        "inspect",
+        help="browse an embedded data directory's memory in a browser, read-only, on 127.0.0.1",
+        description="Serve the inspector page (the one `tiermem serve` has at /inspect) over "
+        "DATA_DIR, read-only: erasing and every other write are refused. It prints the page's "
+        "address with a key made for this run.",
+    )
+    inspect.add_argument("data_dir", type=Path, metavar="DATA_DIR", help="the memory's data_dir")
+    inspect.add_argument("--config", type=Path, help="a TOML file (the directory's settings)")
+    inspect.add_argument(
+        "--embedder",
+        choices=("sentence-transformers", "hash"),
+        help="instead of the config's: the one that wrote the directory",
+    )
+    inspect.add_argument("--port", type=int, default=8765)
 
 
 def run_service_command(args: argparse.Namespace, console: Console) -> int:
     from tiermem.service import server
 
     environ = dict(os.environ)
+    if args.command == "inspect":
+        from tiermem.service import embedded
+
+        config = embedded.inspect_config(args.data_dir, args.config, args.embedder, environ)
+
+        def show(url: str) -> None:
+            console.print(f"tiermem inspect {config.data_dir} (read-only): open", highlight=False)
+            print(url, flush=True)  # alone on its line: the key is in it
+
+        embedded.serve_inspector(config, args.port, announce=show)
+        return 0
     if args.command == "serve":
         settings = server.resolve(args.config, args.keys, environ)
 

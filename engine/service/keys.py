@@ -26,6 +26,7 @@ import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Protocol
 
 from tiermem.errors import ConfigError, InvalidInputError
 from tiermem.ltm.persist import atomic_write
@@ -109,6 +110,30 @@ def _load(path: Path) -> dict[str, Tenant]:
             raise ConfigError(f"{path}: key {index}: {exc}") from exc
         ring[digest] = Tenant(name, record.get("admin") is True)
     return ring
+
+
+class KeyLookup(Protocol):
+    """What the service asks of its keys: the tenant of a key, or ``None``."""
+
+    def tenant_for(self, key: str) -> Tenant | None: ...
+
+
+class OneKey:
+    """A single key held in memory, never written anywhere: ``tiermem inspect`` makes one
+    per run for the data directory's owner.
+
+    >>> one = OneKey(Tenant("", admin=False))
+    >>> one.tenant_for(one.key), one.tenant_for("tmk_other")
+    (Tenant(name='', admin=False), None)
+    """
+
+    def __init__(self, tenant: Tenant) -> None:
+        self.key = KEY_PREFIX + secrets.token_urlsafe(32)
+        self._digest = hash_key(self.key)
+        self._tenant = tenant
+
+    def tenant_for(self, key: str) -> Tenant | None:
+        return self._tenant if secrets.compare_digest(hash_key(key), self._digest) else None
 
 
 class KeyRing:

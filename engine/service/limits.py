@@ -22,7 +22,7 @@ from tiermem.errors import (
     TiermemError,
 )
 from tiermem.service.codes import error_body, status_of
-from tiermem.service.keys import KeyRing, Tenant
+from tiermem.service.keys import KeyLookup, Tenant
 
 API_PREFIX = "/v1/"
 RETRY_AFTER_S = 1
@@ -74,7 +74,7 @@ def _declared_length(scope: Scope) -> int | None:
         return None  # the server refuses a malformed length itself
 
 
-def authenticate(keys: KeyRing, scope: Scope) -> Tenant:
+def authenticate(keys: KeyLookup, scope: Scope) -> Tenant:
     """The tenant of ``Authorization: Bearer <key>``, or ``AuthenticationError``."""
     header = _header(scope, b"authorization")
     scheme, _, key = (header or b"").decode("latin-1").partition(" ")
@@ -95,7 +95,7 @@ class ApiGate:
         self,
         app: ASGIApp,
         *,
-        keys: KeyRing,
+        keys: KeyLookup,
         max_body_bytes: int,
         max_in_flight: int,
         tenant_share: int,

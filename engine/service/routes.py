@@ -27,7 +27,7 @@ from tiermem.offline.consolidate import ConsolidationReport
 from tiermem.offline.scheduler import SchedulerState
 from tiermem.service import wire
 from tiermem.service.config import ServiceConfig
-from tiermem.service.keys import KeyRing, Tenant
+from tiermem.service.keys import KeyLookup, Tenant
 from tiermem.service.tenancy import UserScope
 from tiermem.types import AddResult, AnswerResult, AuditEvent, MemoryEntry, SearchHit, Turn
 from tiermem.validation import MAX_MEMORY_TEXT_CHARS, is_blank, validate_text
@@ -45,11 +45,13 @@ class JSONBody(JSONResponse):
 
 @dataclass(frozen=True, slots=True)
 class Service:
-    """What the routes serve: one memory, its tenants' keys, the limits."""
+    """What the routes serve: one memory, its tenants' keys, the limits. ``read_only``
+    (``tiermem inspect``): every write is refused (403) before it reaches the memory."""
 
     memory: Memory
-    keys: KeyRing
+    keys: KeyLookup
     config: ServiceConfig
+    read_only: bool = False
 
 
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -84,31 +86,42 @@ SessionParam = Annotated[str | None, Query(json_schema_extra=wire.ID_RULES)]
 UserPath = Annotated[str, Path(json_schema_extra=wire.ID_RULES)]
 
 
+def scope(request: Request, caller: Tenant, user_id: object) -> UserScope:
+    """The request's user, scoped to the caller's tenant."""
+    scoped = UserScope.of(caller.name, user_id)
+    request.state.scope = scoped  # so an error names the caller's user id, not the stored
+    return scoped
+
+
+def reply(user: UserScope | None, value: object, kind: Any) -> JSONBody:
+    """``value`` (a ``kind``) as JSON, naming ``user`` as the caller does."""
+    data = wire.encode(value, kind)
+    return JSONBody(data if user is None else user.to_caller(data))
+
+
+def check_k(name: str, value: int | None, maximum: int) -> None:
+    """``InvalidLimitError`` past the service's own limit (``Memory`` checks the rest)."""
+    if value is not None and value > maximum:
+        raise InvalidLimitError(name, value, maximum)
+
+
 def api_router(service: Service) -> APIRouter:
     """The routes over ``service.memory``, behind ``ApiGate`` (``service.keys``)."""
     memory, limits = service.memory, service.config
 
-    def scope(request: Request, caller: Tenant, user_id: object) -> UserScope:
-        scoped = UserScope.of(caller.name, user_id)
-        request.state.scope = scoped  # so an error names the caller's user id, not the stored
-        return scoped
-
-    def reply(user: UserScope | None, value: object, kind: Any) -> JSONBody:
-        data = wire.encode(value, kind)
-        return JSONBody(data if user is None else user.to_caller(data))
-
-    def check_k(name: str, value: int | None, maximum: int) -> None:
-        if value is not None and value > maximum:
-            raise InvalidLimitError(name, value, maximum)
-
     def query_text(text: str) -> None:
         validate_text(text, limit=limits.max_query_chars)
+
+    def writable(what: str) -> None:
+        if service.read_only:
+            raise PermissionDeniedError(f"{what}: this inspector serves the memory read-only")
 
     router = APIRouter(prefix="/v1", default_response_class=JSONBody, responses=ERRORS)
 
     @router.post("/memories", response_model=AddResult, tags=["memories"])
     def add(body: wire.AddRequest, request: Request, caller: Caller) -> Response:
         """``Memory.add``: remember an exchange."""
+        writable("add")
         user = scope(request, caller, body.user_id)
         messages = [body.messages] if isinstance(body.messages, str) else body.messages
         if len(messages) > limits.max_messages:
@@ -219,6 +232,7 @@ def api_router(service: Service) -> APIRouter:
         memory_id: str, body: wire.UpdateRequest, request: Request, caller: Caller
     ) -> Response:
         """``Memory.update``: replace an entry's text; the old text stays in its history."""
+        writable("update")
         user = scope(request, caller, body.user_id)
         validate_text(body.text, "memory text", min(limits.max_text_chars, MAX_MEMORY_TEXT_CHARS))
         return reply(user, memory.update(memory_id, body.text, user.stored), MemoryEntry)
@@ -226,6 +240,7 @@ def api_router(service: Service) -> APIRouter:
     @router.delete("/memories/{memory_id:path}", status_code=204, tags=["memories"])
     def delete(memory_id: str, request: Request, caller: Caller, user_id: UserParam) -> Response:
         """``Memory.delete``: remove an entry (its history keeps it until ``forget_user``)."""
+        writable("delete")
         user = scope(request, caller, user_id)
         memory.delete(memory_id, user.stored)
         return Response(status_code=204)
@@ -233,6 +248,7 @@ def api_router(service: Service) -> APIRouter:
     @router.delete("/users/{user_id:path}", response_model=ForgetReport, tags=["users"])
     def forget_user(user_id: UserPath, request: Request, caller: Caller) -> Response:
         """``Memory.forget_user``: erase this user of this tenant everywhere."""
+        writable("forget_user")
         user = scope(request, caller, user_id)
         return reply(user, memory.forget_user(user.stored), ForgetReport)
 
@@ -256,6 +272,7 @@ def api_router(service: Service) -> APIRouter:
     ) -> Response:
         """``Memory.consolidate_now``: one user's run now, or every user's (an admin key).
         It runs on the service's own scheduler, after any run in flight."""
+        writable("consolidate_now")
         if body is None or body.user_id is None:
             require_admin(caller, "consolidating every user")
             return reply(None, memory.consolidate_now(None), ConsolidationReport)

@@ -5,21 +5,28 @@ or erase another tenant's users, and another tenant's memory id is simply not fo
 
 Responses give the caller its own user id back: the stored one never leaves the service.
 
+``OWNER`` (the empty name, which no keys file can hold) is the owner of an embedded data
+directory, whose user ids are stored as they are: ``tiermem inspect`` serves it so.
+
 >>> scope = UserScope.of("acme", "Jose\u0301")
 >>> scope.stored, scope.user_id == "Jos\u00e9"
 ('acme:José', True)
 >>> scope.to_caller({"user_id": "acme:José", "entries": [{"user_id": "acme:José"}]})
 {'user_id': 'José', 'entries': [{'user_id': 'José'}]}
+>>> UserScope.of(OWNER, "ana").stored, tenant_users("acme", ["acme:ana", "acme2:bo", "ana"])
+('ana', ['ana'])
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from tiermem.validation import MAX_ID_LENGTH, validate_user_id
 
 SEPARATOR = ":"
+OWNER = ""  # an embedded directory's owner: ids as stored (tenant names are 1-32 characters)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +42,9 @@ class UserScope:
         """Validate the caller's user id as ``Memory`` would (so its errors name what the
         caller sent), then scope it. The scoped id must fit ``Memory``'s id limit, so a
         tenant's user ids are at most ``MAX_ID_LENGTH - len(tenant) - 1`` characters."""
+        if tenant == OWNER:
+            external = validate_user_id(user_id)
+            return cls(tenant, external, external)
         limit = MAX_ID_LENGTH - len(tenant) - len(SEPARATOR)
         external = validate_user_id(user_id, max_length=limit)  # the tenant's own limit
         return cls(tenant, external, f"{tenant}{SEPARATOR}{external}")
@@ -51,3 +61,12 @@ class UserScope:
         if isinstance(data, list):
             return [self.to_caller(item) for item in data]
         return data
+
+
+def tenant_users(tenant: str, stored: Iterable[str]) -> list[str]:
+    """The user ids of ``tenant`` among ``stored`` ones, as the tenant names them, sorted:
+    every stored id for ``OWNER``."""
+    if tenant == OWNER:
+        return sorted(stored)
+    prefix = f"{tenant}{SEPARATOR}"
+    return sorted(s.removeprefix(prefix) for s in stored if s.startswith(prefix))
