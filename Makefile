@@ -15,7 +15,7 @@ BIN := $(VENV)/bin
 WHEELS ?= $(HOME)/.cache/tiermem/wheels
 LLAMA_CPP_VERSION := 0.3.36
 
-.PHONY: install install-dev demo test test-fast pytest lint format typecheck bench docs clean
+.PHONY: install install-dev browser demo test test-fast pytest lint format typecheck bench docs clean
 
 # The model-free default: no compiler, no model file (what `pip install .` gives a user).
 install: $(VENV)/.installed
@@ -45,8 +45,16 @@ demo: install
 # The whole check: lint, strict typing, and every test (the few real-model ones included).
 test: lint typecheck pytest
 
-pytest: install-dev
+pytest: install-dev browser
 	$(BIN)/python -m pytest
+
+# The inspector's browser test drives Debian's Chromium: installed here where apt-get runs as
+# root; anywhere else the test is skipped and says why.
+browser:
+	@command -v chromedriver >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
+		command -v apt-get >/dev/null 2>&1 && apt-get update -qq && \
+		apt-get install -y -qq chromium chromium-driver >/dev/null; } || \
+		echo "no Chromium could be installed: the inspector's browser test will be skipped"
 
 # The fast loop: no model file, no killed processes, no trained models (about 2 min here).
 test-fast: install-dev

@@ -120,6 +120,7 @@ def test_every_subpackage_folder_is_declared_and_a_built_wheel_holds_it(tmp_path
     for package in folders:
         assert f"{package.replace('.', '/')}/__init__.py" in names, package
     assert "tiermem/py.typed" in names
+    assert "tiermem/service/static/inspect.js" in names  # the inspector page, as package data
     assert not any(n.startswith(("engine/", "slm/", "tests/")) for n in names)
 
 
