@@ -14,7 +14,7 @@ budget."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence, Set
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 
 from tiermem.components import Components
@@ -262,16 +262,28 @@ def length_share(cost: int, reference: int) -> float:
     return reference / cost
 
 
-def build_context(
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """What delivery offers for some hits, before packing: the units best first, the stored
+    turns they name (read from the journal in one query) as the builder sees them, the
+    later statements offered per hit id, and the turns' token costs, counted once."""
+
+    units: list[Unit]
+    stored: list[Turn]
+    turns: dict[str, ContextTurn]
+    offers: dict[str, list[tuple[str, ...]]]
+    costs: LineCosts
+
+
+def offer_units(
     c: Components,
     user_id: str,
     hits: Sequence[SearchHit],
     budget_tokens: int,
     expansion: Expansion,
-) -> DeliveredContext:
-    """The context for ``hits``: their turns (and neighbours) read from the journal in one
-    query, packed; it carries the hits delivered and their stored turns. No access is
-    counted here (``Memory.context`` counts the delivered hits)."""
+) -> Offer:
+    """The units offered for ``hits``: their turns, neighbours and later statements, valued
+    (``hit_units``). ``build_context`` packs them; the inspector traces them."""
     retrieved = {t for h in hits for t in h.source_turn_ids}  # these have a rank of their own
     later = later_statements(c, user_id, hits, expansion, retrieved)
     ids = sorted(
@@ -287,8 +299,22 @@ def build_context(
         for h, found in later.items()
     }
     units = hit_units(hits, turns, expansion, offers, costs, budget_tokens)
-    ctx = pack(units, turns, budget_tokens, costs=costs)
-    by_id = {t.turn_id: t for t in stored}
+    return Offer(units, stored, turns, offers, costs)
+
+
+def build_context(
+    c: Components,
+    user_id: str,
+    hits: Sequence[SearchHit],
+    budget_tokens: int,
+    expansion: Expansion,
+) -> DeliveredContext:
+    """The context for ``hits``: the units offered for them (``offer_units``), packed; it
+    carries the hits delivered and their stored turns. No access is counted here
+    (``Memory.context`` counts the delivered hits)."""
+    offer = offer_units(c, user_id, hits, budget_tokens, expansion)
+    ctx = pack(offer.units, offer.turns, budget_tokens, costs=offer.costs)
+    by_id = {t.turn_id: t for t in offer.stored}
     sources = {tid: by_id[tid] for tid in ctx.turn_ids if tid in by_id}
     return replace(ctx, hits=tuple(delivered_hits(ctx, hits)), source_turns=sources)
 
@@ -306,6 +332,7 @@ def delivered_hits(ctx: DeliveredContext, hits: Sequence[SearchHit]) -> list[Sea
 
 
 __all__ = [
+    "Offer",
     "build_context",
     "context_turns",
     "delivered_hits",
@@ -315,5 +342,6 @@ __all__ = [
     "later_statements",
     "length_share",
     "neighbours",
+    "offer_units",
     "offered",
 ]

@@ -30,15 +30,9 @@ from tiermem.context import (
 )
 from tiermem.generator import supports
 from tiermem.memory import Memory
-from tiermem.pipeline.deliver import (
-    build_context,
-    context_turns,
-    hit_units,
-    later_statements,
-    offered,
-)
+from tiermem.pipeline.deliver import build_context, hit_units, offer_units
 from tiermem.pipeline.read import run_search
-from tiermem.types import SearchFilters, SearchHit, Tier, Turn
+from tiermem.types import SearchFilters, SearchHit, Turn
 from tiermem.validation import (
     validate_filters,
     validate_k,
@@ -148,25 +142,13 @@ def _refusal(floor: float) -> str:
 def _traced_units(
     c: Components, uid: str, hits: Sequence[SearchHit], budget: int, expansion: Expansion
 ) -> tuple[tuple[TracedUnit, ...], dict[str, Turn]]:
-    """``build_context``'s units for ``hits``, each traced through the packing."""
-    retrieved = {t for h in hits for t in h.source_turn_ids}
-    later = later_statements(c, uid, hits, expansion, retrieved)
-    ids = sorted(
-        {t for h in hits if h.tier is Tier.MTM for t in h.source_turn_ids}
-        | {t for found in later.values() for s in found for t in s.entry.source_turn_ids}
-    )
-    stored = c.journal.sessions_of(uid, ids)
-    turns = context_turns(stored)
-    costs = LineCosts(c.tokens)
-    hit_of = {h.id: h for h in hits}
-    offers = {
-        h: offered(hit_of[h], found, turns, costs, expansion, retrieved)
-        for h, found in later.items()
-    }
-    units = hit_units(hits, turns, expansion, offers, costs, budget)
-    traced = replay(units, turns, budget, costs, origins(hits, turns, expansion, offers))
+    """``build_context``'s units for ``hits`` (``offer_units``, the same stage), each
+    traced through the packing."""
+    offer = offer_units(c, uid, hits, budget, expansion)
+    found = origins(hits, offer.turns, expansion, offer.offers)
+    traced = replay(offer.units, offer.turns, budget, offer.costs, found)
     named = {t for u in traced for t in u.turn_ids}
-    return traced, {t.turn_id: t for t in stored if t.turn_id in named}
+    return traced, {t.turn_id: t for t in offer.stored if t.turn_id in named}
 
 
 Key = tuple[tuple[str, ...], str | None]
