@@ -82,6 +82,11 @@ def add_bench_parser(commands: Any) -> Any:
         "--conversations", help="0-based sample indices or sample ids, e.g. 0,1 or conv-30"
     )
     loco.add_argument("--max-questions", type=int, help="per conversation, in file order")
+    loco.add_argument(
+        "--sample",
+        type=int,
+        help="at most this many conversations of each file, evenly spaced in file order",
+    )
     loco.add_argument("-k", type=int, default=10, help="memories / turns delivered")
     loco.add_argument(
         "--budget",
@@ -159,6 +164,7 @@ def run_bench(args: argparse.Namespace, console: Console) -> None:
             systems=tuple(x.strip() for x in args.systems.split(",") if x.strip()),
             conversations=parse_names(args.conversations, "--conversations"),
             max_questions=args.max_questions,
+            sample=args.sample,
             k=args.k,
             budgets=parse_budgets(args.budget),
             model=args.model,

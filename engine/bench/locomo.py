@@ -66,6 +66,9 @@ class RunConfig:
     systems: tuple[str, ...] = SYSTEMS
     conversations: tuple[int | str, ...] | None = None  # 0-based indices or sample ids
     max_questions: int | None = None
+    # at most this many conversations of the file, evenly spaced in file order (a data set of
+    # many one-question conversations, LongMemEval-S, sampled across its question types)
+    sample: int | None = None
     k: int = 10
     budgets: tuple[int, ...] | None = None  # token ceilings; None: the fixed k
     model: str | None = None  # tiermem's SLM roles (llama.cpp alias or GGUF); None: model-free
@@ -299,7 +302,7 @@ def load_conversations(cfg: RunConfig) -> tuple[list[Conversation], Quirks]:
             f"{cfg.data}: no conversation is both named by --conversations and in the "
             f"{cfg.split!r} split"
         )
-    chosen = [samples[i] for i in positions]
+    chosen = [samples[i] for i in spaced(positions, cfg.sample)]
     if cfg.bursty:
         quirks.note("bursty: turns split into sentences", sum(map(split_turns, samples)))
         chosen = [burst(s) for s in chosen]
@@ -356,6 +359,8 @@ def check_config(cfg: RunConfig) -> None:
         raise BenchInputError(f"budgets must be positive token counts, got {cfg.budgets}")
     if cfg.k <= 0:
         raise BenchInputError(f"k must be positive, got {cfg.k}")
+    if cfg.sample is not None and cfg.sample <= 0:
+        raise BenchInputError(f"--sample must be positive, got {cfg.sample}")
     if cfg.max_questions is not None and cfg.max_questions <= 0:
         raise BenchInputError(f"max questions must be positive, got {cfg.max_questions}")
     check_split(cfg.split)
@@ -369,6 +374,19 @@ def budgets_for(name: str, cfg: RunConfig) -> tuple[int | None, ...]:
     if cfg.budgets is None or name == "full-context":
         return (None,)
     return cfg.budgets
+
+
+def spaced(positions: list[int], n: int | None) -> list[int]:
+    """At most ``n`` of ``positions``, evenly spaced, the first always among them.
+
+    >>> spaced(list(range(119)), 12)
+    [0, 9, 19, 29, 39, 49, 59, 69, 79, 89, 99, 109]
+    >>> spaced([3, 4], 12), spaced([3, 4], None)
+    ([3, 4], [3, 4])
+    """
+    if n is None or len(positions) <= n:
+        return positions
+    return [positions[i * len(positions) // n] for i in range(n)]
 
 
 def choose_positions(
