@@ -8,6 +8,9 @@ TOML mirrors ``TiermemConfig``::
     location = "url"
     url = "http://localhost:6333"
 
+``[mtm] kind = "edge"`` (Qdrant Edge shards, the ``edge`` extra) keeps its shards under the
+data directory, ``<data_dir>/edge``, unless it names a ``path``.
+
 Environment: ``TIERMEM_DATA_DIR`` picks the data directory; ``TIERMEM_<SECTION>__<FIELD>``
 overrides one field (``TIERMEM_MTM__URL=http://qdrant:6333``).
 
@@ -62,4 +65,14 @@ def load_edge_config(
     service = overrides.pop(SERVICE_SECTION, {})
     if not isinstance(service, dict):
         raise ConfigError(f"[{SERVICE_SECTION}] must be a table, got {service!r}")
+    _edge_under_data_dir(overrides, config.data_dir)
     return merge_overrides(config, overrides), service
+
+
+def _edge_under_data_dir(overrides: dict[str, object], data_dir: Path | None) -> None:
+    """``[mtm] kind = "edge"`` with no ``path``: its shards go under the data directory
+    (``<data_dir>/edge``), as the embedded default's Qdrant files do."""
+    mtm = overrides.get("mtm")
+    edge = isinstance(mtm, dict) and mtm.get("kind") == "edge" and "path" not in mtm
+    if edge and data_dir is not None and isinstance(mtm, dict):
+        mtm["path"] = str(data_dir / "edge")

@@ -1,5 +1,6 @@
 """Shared fixtures. Every memory here runs the real code path with the deterministic hash
-embedder and an in-process Qdrant (or the reference store), no model, no server."""
+embedder and an in-process Qdrant (through qdrant-client, or Qdrant Edge shards) or the
+reference store, no model, no server."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ import random
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from tiermem import ManualClock, Memory, TiermemConfig
 from tiermem.config import JournalConfig, QdrantConfig, ReferenceStoreConfig
+from tiermem.config.stores import EdgeStoreConfig
 from tiermem.slm.registry import SCORES_TOKENS, registered_backend
 
 from tests.fakes.scripted import KIND, ScriptedModels
@@ -41,13 +44,24 @@ def scripted_models() -> Iterator[ScriptedModels]:
         yield models
 
 
+ON_DISK = ("path", "edge")
+"""The locations whose MTM lives in files under the data directory: Qdrant through
+qdrant-client (``path``) and Qdrant Edge shards (``edge``)."""
+
+
 def config_for(location: str, tmp_path: Path) -> TiermemConfig:
-    """A test config whose MTM is Qdrant in memory, Qdrant on disk, or the reference store."""
+    """A test config whose MTM is Qdrant in memory, Qdrant on disk (``path``), Qdrant Edge
+    shards on disk (``edge``), or the reference store. On disk, the journal is too."""
     base = TiermemConfig.for_tests()
-    if location == "path":
+    if location in ON_DISK:
+        mtm = (
+            QdrantConfig(location="path", path=tmp_path / "qdrant")
+            if location == "path"
+            else EdgeStoreConfig(path=tmp_path / "edge")
+        )
         return base.model_copy(
             update={
-                "mtm": QdrantConfig(location="path", path=tmp_path / "qdrant"),
+                "mtm": mtm,
                 "journal": JournalConfig(path=tmp_path / "journal.sqlite3"),
                 "data_dir": tmp_path,
             }
@@ -71,9 +85,10 @@ def make_memory(tmp_path: Path, clock: ManualClock) -> Iterator[MemoryFactory]:
         memory.close()
 
 
-@pytest.fixture(params=["memory", "reference"])
+@pytest.fixture(params=["memory", "edge", "reference"])
 def memory(request: pytest.FixtureRequest, make_memory: MemoryFactory) -> Memory:
-    """A fresh memory on Qdrant (in memory) and, in a second run, on the reference store."""
+    """A fresh memory on Qdrant (in memory), then on Qdrant Edge shards, then on the reference
+    store."""
     return make_memory(request.param)
 
 
@@ -125,17 +140,26 @@ def many_pages(memory: Memory, victim: str, bystander: str, seed: int = 1) -> di
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 2 MiB tmpfs, unmounted afterwards; skipped where mounting is not allowed."""
-    where = tmp_path / "disk"
+    with tmpfs(tmp_path / "disk", "2m") as where:
+        yield where
+
+
+@contextmanager
+def tmpfs(where: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` (mount(8)'s ``size=``) at ``where``, unmounted afterwards; the
+    test is skipped where mounting is not allowed."""
     where.mkdir()
     if os.geteuid() != 0 or shutil.which("mount") is None:
         pytest.skip("mounting a tmpfs needs root and mount(8)")
     mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(where)], capture_output=True
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True
     )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.decode(errors='replace')}")
-    yield where
-    subprocess.run(["umount", "-l", str(where)], check=False)
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
 
 
 def fill(disk: Path) -> Path:

@@ -12,8 +12,9 @@ from tiermem.config.section import Section
 class MTMConfig(Section):
     """Per-user episodic memory: what every store kind has. ``kind`` picks the store (a
     ``tiermem.stores.factory.STORES`` entry): ``qdrant`` (``QdrantConfig``, the default; where
-    it lives is its ``location``) or ``reference`` (``ReferenceStoreConfig``, the exact
-    in-memory oracle, for tests and baselines). ``MTM`` is their union, on ``kind``."""
+    it lives is its ``location``), ``edge`` (``EdgeStoreConfig``: Qdrant Edge shards, one per
+    user, in process) or ``reference`` (``ReferenceStoreConfig``, the exact in-memory oracle,
+    for tests and baselines). ``MTM`` is their union, on ``kind``."""
 
     kind: str
     collection_prefix: str = Field(default="tiermem_mtm_", pattern=r"^[a-z][a-z0-9_]{0,31}$")
@@ -40,6 +41,17 @@ class QdrantConfig(MTMConfig):
         return self
 
 
+class EdgeStoreConfig(MTMConfig):
+    """Qdrant Edge (the ``edge`` extra): Qdrant's own engine in process, one shard per user in
+    its own directory under ``path`` (the CLI and the service put it under the data directory,
+    ``<data_dir>/edge``). At most ``max_open_shards`` shards are open at once (the least
+    recently used is closed first), so many users never mean as many open files."""
+
+    kind: Literal["edge"] = "edge"
+    path: Path
+    max_open_shards: int = Field(default=64, gt=0)
+
+
 class ReferenceStoreConfig(MTMConfig):
     """The exact in-memory store that the congruence tests hold Qdrant to."""
 
@@ -52,10 +64,12 @@ def _mtm_tag(data: Any) -> str | None:
 
 
 MTM = Annotated[
-    Annotated[QdrantConfig, Tag("qdrant")] | Annotated[ReferenceStoreConfig, Tag("reference")],
+    Annotated[QdrantConfig, Tag("qdrant")]
+    | Annotated[EdgeStoreConfig, Tag("edge")]
+    | Annotated[ReferenceStoreConfig, Tag("reference")],
     Discriminator(_mtm_tag),
 ]
 """An MTM store's configuration, by ``kind`` (a missing kind is ``qdrant``)."""
 
 
-__all__ = ["MTM", "MTMConfig", "QdrantConfig", "ReferenceStoreConfig"]
+__all__ = ["MTM", "EdgeStoreConfig", "MTMConfig", "QdrantConfig", "ReferenceStoreConfig"]

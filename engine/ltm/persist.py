@@ -102,6 +102,11 @@ class DirectoryLock:
             pass
         return cls(directory, fd)
 
+    def fileno(self) -> int:
+        """The lock file's descriptor (``-1`` once released): whoever removes the directory
+        can tell a lock on a removed file from one on the file at its path."""
+        return -1 if self._fd is None else self._fd
+
     def release(self) -> None:
         """Give the lock up (idempotent); the pid is cleared first, while still held."""
         fd, self._fd = self._fd, None

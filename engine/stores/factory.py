@@ -1,5 +1,6 @@
 """MTM stores, by ``MTMConfig.kind`` (a ``tiermem.registry.Registry``): ``qdrant`` -> Qdrant
-through qdrant-client, at its ``location`` (on disk, in process, or a server); ``reference`` ->
+through qdrant-client, at its ``location`` (on disk, in process, or a server); ``edge`` ->
+Qdrant Edge shards under its ``path`` (the ``edge`` extra, imported when used); ``reference`` ->
 the exact in-memory oracle."""
 
 from __future__ import annotations
@@ -9,7 +10,9 @@ from collections.abc import Callable
 
 from qdrant_client import QdrantClient
 from tiermem.config import MTMConfig, QdrantConfig, ReferenceStoreConfig
+from tiermem.config.stores import EdgeStoreConfig
 from tiermem.errors import ConfigError, StoreError
+from tiermem.extras import extra_dependency
 from tiermem.registry import Registry
 from tiermem.stores.base import MTMStore
 from tiermem.stores.files import restrict_tree
@@ -54,8 +57,26 @@ def _qdrant(config: MTMConfig, dim: int, embedder: str | None) -> MTMStore:
     )
 
 
+def _edge(config: MTMConfig, dim: int, embedder: str | None) -> MTMStore:
+    if not isinstance(config, EdgeStoreConfig):
+        raise ConfigError(
+            f"mtm store 'edge' is configured by EdgeStoreConfig, not {type(config).__name__}"
+        )
+    extra_dependency("qdrant_edge", "edge", "mtm kind 'edge'")
+    from tiermem.stores.edge import EdgeStore  # imports qdrant_edge: only when configured
+
+    return EdgeStore(
+        config.path.expanduser(),
+        dim=dim,
+        prefix=config.collection_prefix,
+        embedder=embedder,
+        max_open=config.max_open_shards,
+    )
+
+
 STORES: Registry[StoreFactory] = Registry("mtm store")
 STORES.register("qdrant", _qdrant, config=QdrantConfig)
+STORES.register("edge", _edge, config=EdgeStoreConfig)
 STORES.register(
     "reference", lambda config, dim, embedder: ReferenceStore(dim), config=ReferenceStoreConfig
 )

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+from tiermem.embedding.base import Vectors
 from tiermem.render import index_text
 from tiermem.types import MemoryEntry, MemoryKind
 
@@ -88,3 +91,38 @@ def owned_entry(
         logger.error("point %s in a user's collection belongs to someone else; dropped", point_id)
         return None
     return payload_to_entry(str(point_id), payload)
+
+
+def access_of(
+    user_id: str, points: Iterable[tuple[object, dict[str, Any] | None]]
+) -> dict[str, tuple[int, datetime | None]]:
+    """(access count, last access) of each of ``points`` (id, payload) by id: those of
+    ``user_id``; another user's is a store fault, logged and left out.
+
+    >>> access_of("ana", [("p1", {"user_id": "ana", "access_count": 2, "last_accessed": None})])
+    {'p1': (2, None)}
+    """
+    stats: dict[str, tuple[int, datetime | None]] = {}
+    for point_id, payload in points:
+        if (payload or {}).get("user_id") != user_id:
+            logger.error("point %s in a user's collection belongs to someone else", point_id)
+            continue
+        assert payload is not None
+        stats[str(point_id)] = (
+            int(payload.get("access_count", 0)),
+            _parse(payload.get("last_accessed")),
+        )
+    return stats
+
+
+def owned_vectors(
+    user_id: str, points: Iterable[tuple[object, object, dict[str, Any] | None]], name: str
+) -> dict[str, Vectors]:
+    """The vector named ``name`` of each of ``points`` (id, named vectors, payload) that is
+    ``user_id``'s, by id (see ``owned_entry``); points without it are left out."""
+    out: dict[str, Vectors] = {}
+    for point_id, vectors, payload in points:
+        vector = vectors.get(name) if isinstance(vectors, dict) else None
+        if vector is not None and owned_entry(user_id, point_id, payload) is not None:
+            out[str(point_id)] = np.asarray(vector, dtype=np.float32)
+    return out

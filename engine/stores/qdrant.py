@@ -50,7 +50,14 @@ from tiermem.stores.files import probe_writes, restrict_tree
 from tiermem.stores.filtering import matches, to_qdrant_filter
 from tiermem.stores.lexical_index import LexicalIndex
 from tiermem.stores.naming import collection_name
-from tiermem.stores.payload import INDEX_TEXT, entry_to_payload, owned_entry, valid_point_id
+from tiermem.stores.payload import (
+    INDEX_TEXT,
+    access_of,
+    entry_to_payload,
+    owned_entry,
+    owned_vectors,
+    valid_point_id,
+)
 from tiermem.stores.records import (
     judge_record,
     read_record,
@@ -306,12 +313,7 @@ class QdrantStore:
                     name, ids=wanted, with_payload=True, with_vectors=[DENSE]
                 ),
             )
-            out = {}
-            for r in records:
-                vector = r.vector.get(DENSE) if isinstance(r.vector, dict) else None
-                if vector is not None and owned_entry(user_id, r.id, r.payload) is not None:
-                    out[str(r.id)] = np.asarray(vector, dtype=np.float32)
-            return out
+            return owned_vectors(user_id, ((r.id, r.vector, r.payload) for r in records), DENSE)
 
         return self._reading(user_id, {}, read)
 
@@ -496,18 +498,7 @@ class QdrantStore:
             "retrieve",
             lambda: self._client.retrieve(name, ids=wanted, with_payload=_ACCESS_FIELDS),
         )
-        stats: dict[str, tuple[int, datetime | None]] = {}
-        for r in records:
-            payload = r.payload or {}
-            if payload.get("user_id") != user_id:
-                logger.error("point %s in a user's collection belongs to someone else", r.id)
-                continue
-            last = payload.get("last_accessed")
-            stats[str(r.id)] = (
-                int(payload.get("access_count", 0)),
-                datetime.fromisoformat(last) if isinstance(last, str) else None,
-            )
-        return stats
+        return access_of(user_id, ((r.id, r.payload) for r in records))
 
     def record_access(
         self, user_id: str, retrievals: Mapping[str, Retrievals]

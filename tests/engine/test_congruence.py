@@ -1,9 +1,11 @@
 """Reference-vs-Qdrant congruence: the same writes, searches and filters on the exact
-in-memory store and on Qdrant (in memory and on disk) give the same ids in the same order."""
+in-memory store and on Qdrant (in memory and on disk through qdrant-client, and Qdrant Edge
+shards) give the same ids in the same order."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -14,6 +16,7 @@ from qdrant_client import QdrantClient
 from tiermem.embedding.base import EmbedMode
 from tiermem.embedding.hashing import HashEmbedder
 from tiermem.stores.base import MTMStore, Retrievals, ScoredEntry
+from tiermem.stores.edge import EdgeStore
 from tiermem.stores.qdrant import QdrantStore
 from tiermem.stores.reference import ReferenceStore
 from tiermem.types import MemoryEntry, MemoryKind, SearchFilters
@@ -108,12 +111,20 @@ def _assert_same_ranking(expected: list[ScoredEntry], actual: list[ScoredEntry])
         assert len(got[-1]) == len(want[-1])
 
 
-@pytest.fixture(params=["memory", "path"])
-def qdrant_store(request: pytest.FixtureRequest, tmp_path: Path) -> QdrantStore:
-    client = (
-        QdrantClient(":memory:") if request.param == "memory" else QdrantClient(path=str(tmp_path))
-    )
-    return QdrantStore(client, dim=64, prefix="c_", server=False)
+@pytest.fixture(params=["memory", "path", "edge"])
+def qdrant_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MTMStore]:
+    store: MTMStore
+    if request.param == "edge":
+        store = EdgeStore(tmp_path / "edge", dim=64, prefix="c_")
+    else:
+        client = (
+            QdrantClient(":memory:")
+            if request.param == "memory"
+            else QdrantClient(path=str(tmp_path))
+        )
+        store = QdrantStore(client, dim=64, prefix="c_", server=False)
+    yield store
+    store.close()
 
 
 def _write(store: MTMStore, entries: list[MemoryEntry], embedder: HashEmbedder) -> None:
@@ -122,7 +133,7 @@ def _write(store: MTMStore, entries: list[MemoryEntry], embedder: HashEmbedder) 
         store.upsert(user, mine, embedder.embed([e.text for e in mine], EmbedMode.DOCUMENT))
 
 
-def test_searches_and_filters_agree(qdrant_store: QdrantStore) -> None:
+def test_searches_and_filters_agree(qdrant_store: MTMStore) -> None:
     embedder = HashEmbedder(dim=64)
     entries = _corpus(seed=7, n=160)
     reference = ReferenceStore(64)
@@ -150,7 +161,7 @@ def test_searches_and_filters_agree(qdrant_store: QdrantStore) -> None:
     assert qdrant_store.get("u2", [entries[3].id])[0].access_count == 4
 
 
-def test_unknown_user_and_ids_agree(qdrant_store: QdrantStore) -> None:
+def test_unknown_user_and_ids_agree(qdrant_store: MTMStore) -> None:
     reference = ReferenceStore(64)
     vector = np.ones(64, dtype=np.float32)
     for store in (reference, qdrant_store):
@@ -162,7 +173,7 @@ def test_unknown_user_and_ids_agree(qdrant_store: QdrantStore) -> None:
         store.drop_user("ghost")
 
 
-def test_hybrid_search_agrees(qdrant_store: QdrantStore) -> None:
+def test_hybrid_search_agrees(qdrant_store: MTMStore) -> None:
     embedder = HashEmbedder(dim=64)
     entries = _corpus(seed=11, n=120)
     reference = ReferenceStore(64)
@@ -188,7 +199,7 @@ def test_hybrid_search_agrees(qdrant_store: QdrantStore) -> None:
     assert compared > 100
 
 
-def test_stored_vectors_agree_and_are_what_search_scores(qdrant_store: QdrantStore) -> None:
+def test_stored_vectors_agree_and_are_what_search_scores(qdrant_store: MTMStore) -> None:
     """Both stores give back an entry's stored unit vector by id (an updated entry's new
     one; deleted, unknown and other users' ids left out), and searching by it scores the
     entry itself 1: what later statements search from without embedding the hit again."""

@@ -13,6 +13,7 @@ from tiermem.config import (
     ReferenceStoreConfig,
     TiermemConfig,
 )
+from tiermem.config.stores import EdgeStoreConfig
 from tiermem.embedding import build_embedder
 from tiermem.embedding.registry import EMBEDDERS
 from tiermem.errors import ConfigError, UnknownProviderError
@@ -60,10 +61,10 @@ def test_capabilities_replace_kind_checks() -> None:
 
 
 def test_an_unknown_store_kind_is_refused_with_the_known_ones() -> None:
-    with pytest.raises(ValidationError, match="'qdrant', 'reference'"):
+    with pytest.raises(ValidationError, match="'qdrant', 'edge', 'reference'"):
         TiermemConfig.model_validate({"mtm": {"kind": "sqlite"}})
     config = MTMConfig.model_construct(kind="sqlite")  # past the config's own check
-    with pytest.raises(UnknownProviderError, match="known: qdrant, reference"):
+    with pytest.raises(UnknownProviderError, match="known: edge, qdrant, reference"):
         build_mtm_store(config, 8)
 
 
@@ -73,6 +74,7 @@ def test_a_store_kind_is_one_class_and_where_qdrant_lives_is_its_location() -> N
     flat class read as they did)."""
     assert STORES.get("qdrant").config is QdrantConfig
     assert STORES.get("reference").config is ReferenceStoreConfig
+    assert STORES.get("edge").config is EdgeStoreConfig
     loaded = TiermemConfig.model_validate({"mtm": {"location": "url", "url": "http://q:6333"}})
     assert isinstance(loaded.mtm, QdrantConfig)
     assert loaded.mtm.url == "http://q:6333"

@@ -1,0 +1,104 @@
+"""What an Edge shard holds, and the queries it answers: the server path's schema in Qdrant
+Edge's own types (``qdrant_edge``, the ``edge`` extra).
+
+The same as a collection on a Qdrant server (``tiermem.stores.qdrant``): one dense vector
+``dense`` (cosine), BM25 over ``INDEX_TEXT`` with the server's default text index (the word
+tokenizer, lowercased, no stemmer, no stop words, no length limits: what qdrant-client's
+reference scorer, and so ``ReferenceStore``, tokenizes alike), and keyword / float indexes on
+the fields that filters read.
+
+Two choices differ from a server collection, both for Edge 0.9.0:
+
+- no HNSW (``indexing_threshold=0``) and exact search: the ranking is the reference store's to
+  the score, and ``optimize()`` (which holds the GIL and blocks the process) only ever vacuums
+  deleted points, never builds a graph (see ``tiermem.stores.edge``);
+- filters never match a boolean: ``MatchValue(False)`` silently matches nothing in 0.9.0.
+  "Not superseded" is ``IsEmptyCondition("superseded_by")`` (null or absent): Edge's
+  ``set_payload`` of a null removes the key, so clearing a link leaves no null for the
+  server's ``IsNullCondition`` to match.
+
+>>> from tiermem.types import SearchFilters
+>>> to_edge_filter(SearchFilters()).must[0].key
+'superseded_by'
+>>> to_edge_filter(SearchFilters(include_superseded=True)) is None
+True
+"""
+
+from __future__ import annotations
+
+import qdrant_edge as qe
+from tiermem.stores.payload import INDEX_TEXT
+from tiermem.types import SearchFilters
+
+DENSE = "dense"
+
+# The server's default full-text index (qdrant.py creates it with only the scoring set), said
+# out loud so that a change of Edge's defaults cannot change the tokens.
+TEXT_INDEX = qe.TextIndexParams(
+    tokenizer=qe.TokenizerType.Word,
+    lowercase=True,
+    ascii_folding=False,
+    phrase_matching=False,
+    stemmer=qe.DisabledStemmer(),
+    scoring=qe.TextScoringParams(qe.TextScoringType.Bm25),
+)
+PAYLOAD_INDEXES: tuple[tuple[str, qe.PayloadSchemaType | qe.TextIndexParams], ...] = (
+    (INDEX_TEXT, TEXT_INDEX),
+    ("user_id", qe.PayloadSchemaType.Keyword),
+    ("kind", qe.PayloadSchemaType.Keyword),
+    ("session_id", qe.PayloadSchemaType.Keyword),
+    ("time_ts", qe.PayloadSchemaType.Float),
+    ("superseded_by", qe.PayloadSchemaType.Keyword),
+)
+EXACT = qe.SearchParams(exact=True)
+
+
+def shard_config(dim: int) -> qe.EdgeConfig:
+    """A new shard: ``dim``-d cosine vectors, no HNSW, one search thread (a user's shard is
+    one segment; 64 open shards would otherwise start 64 thread pools)."""
+    return qe.EdgeConfig(
+        vectors={DENSE: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)},
+        optimizers=qe.EdgeOptimizersConfig(indexing_threshold=0),
+        max_search_threads=1,
+    )
+
+
+def to_edge_filter(filters: SearchFilters | None) -> qe.Filter | None:
+    """The constraints of ``tiermem.stores.filtering.matches``, as an Edge filter."""
+    if filters is None:
+        return None
+    must: list[qe.FieldCondition | qe.IsEmptyCondition] = []
+    if not filters.include_superseded:
+        must.append(qe.IsEmptyCondition("superseded_by"))
+    if filters.kinds:
+        must.append(qe.FieldCondition("kind", match=qe.MatchAny([k.value for k in filters.kinds])))
+    if filters.session_id is not None:
+        must.append(qe.FieldCondition("session_id", match=qe.MatchValue(filters.session_id)))
+    if filters.since is not None or filters.until is not None:
+        window = qe.RangeFloat(
+            gte=filters.since.timestamp() if filters.since else None,
+            lte=filters.until.timestamp() if filters.until else None,
+        )
+        must.append(qe.FieldCondition("time_ts", range=window))
+    return qe.Filter(must=list(must)) if must else None
+
+
+def dense_query(vector: list[float], query_filter: qe.Filter | None, limit: int) -> qe.QueryRequest:
+    """The top ``limit`` by cosine, exact, with payloads."""
+    return qe.QueryRequest(
+        limit=limit,
+        query=qe.Query.Nearest(vector, using=DENSE),
+        filter=query_filter,
+        with_payload=True,
+        params=EXACT,
+    )
+
+
+def bm25_query(text: str, query_filter: qe.Filter | None, limit: int) -> qe.QueryRequest:
+    """The top ``limit`` by BM25 over the index text, with payloads."""
+    return qe.QueryRequest(
+        limit=limit,
+        query=qe.TextQuery(INDEX_TEXT, text),
+        filter=query_filter,
+        with_payload=True,
+    )
