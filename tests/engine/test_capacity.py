@@ -51,7 +51,7 @@ def _fail_eviction(step: str) -> None:
         raise StoreError("injected: store went away during the eviction")
 
 
-@pytest.mark.parametrize("location", ["memory", "path", "reference"])
+@pytest.mark.parametrize("location", ["memory", "path", "edge", "reference"])
 def test_a_failed_eviction_leaves_the_add_standing_and_is_reported(
     location: str,
     tmp_path: Path,

@@ -23,13 +23,14 @@ from tiermem.cli import main
 from tiermem.components import build_components
 from tiermem.roles.plan import Candidate, Selection, TopKSelector
 from tiermem.stores.base import MTMStore, Retrievals
+from tiermem.stores.edge import EdgeStore
 from tiermem.stores.qdrant import QdrantStore
 from tiermem.stores.reference import ReferenceStore
 from tiermem.types import MemoryEntry, MemoryKind
 
 from tests.conftest import T0, chat, config_for
 
-LOCATIONS = ["memory", "path", "reference"]
+LOCATIONS = ["memory", "path", "edge", "reference"]
 Hook = Callable[[Sequence[Candidate]], None]
 
 
@@ -99,6 +100,31 @@ def test_an_entry_deleted_during_a_search_is_skipped_not_raised(
 
 
 @pytest.mark.parametrize("location", LOCATIONS)
+def test_a_user_forgotten_during_a_search_is_answered_not_raised(
+    hooked: Callable[[str, Hook], Memory], location: str
+) -> None:
+    """``forget_user`` in another thread lands between the first stage and the counting of
+    accesses: the search answers with what it found, writes nothing back for the user, and
+    the user is gone."""
+    memory: Memory
+    forgotten: list[bool] = []
+
+    def forget(candidates: Sequence[Candidate]) -> None:
+        if not forgotten:
+            forgotten.append(True)
+            memory.forget_user("u")
+
+    memory = hooked(location, forget)
+    _seed(memory)
+    _seed(memory, user="v")
+    memory.search("bees honey", "u", k=3)
+    assert forgotten
+    assert memory.get_all("u") == []
+    assert len(memory.get_all("v")) == 3  # another user is untouched
+    assert memory.search("bees honey", "u", k=3) == []
+
+
+@pytest.mark.parametrize("location", LOCATIONS)
 def test_concurrent_searches_count_every_access(
     hooked: Callable[[str, Hook], Memory], location: str
 ) -> None:
@@ -133,13 +159,15 @@ def _entry(entry_id: str, count: int) -> MemoryEntry:
     )
 
 
-@pytest.fixture(params=["qdrant", "reference"])
-def store(request: pytest.FixtureRequest) -> Iterator[MTMStore]:
-    made: MTMStore = (
-        QdrantStore(QdrantClient(":memory:"), dim=4, prefix="t_", server=False)
-        if request.param == "qdrant"
-        else ReferenceStore(4)
-    )
+@pytest.fixture(params=["qdrant", "edge", "reference"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MTMStore]:
+    made: MTMStore
+    if request.param == "qdrant":
+        made = QdrantStore(QdrantClient(":memory:"), dim=4, prefix="t_", server=False)
+    elif request.param == "edge":
+        made = EdgeStore(tmp_path / "edge", dim=4, prefix="t_")
+    else:
+        made = ReferenceStore(4)
     yield made
     made.close()
 

@@ -10,9 +10,10 @@ import pytest
 from tiermem import Memory
 from tiermem.errors import JournalUnavailableError
 from tiermem.journal import COMPACT, Journal
+from tiermem.stores.naming import collection_name
 from tiermem.types import AuditOp, AuditRecord, Role, Turn
 
-from tests.conftest import T0, MemoryFactory, chat, many_pages
+from tests.conftest import ON_DISK, T0, MemoryFactory, chat, many_pages
 
 SECRET = "Zyxwvutsrq-7731"
 
@@ -21,8 +22,11 @@ def _files_containing(root: Path, needle: bytes) -> list[Path]:
     return [p for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
 
 
-def test_forget_user_erases_every_store(make_memory: MemoryFactory, tmp_path: Path) -> None:
-    memory = make_memory("path")
+@pytest.mark.parametrize("location", ON_DISK)
+def test_forget_user_erases_every_store(
+    make_memory: MemoryFactory, tmp_path: Path, location: str
+) -> None:
+    memory = make_memory(location)
     memory.add(
         chat(("user", f"My locker code is {SECRET}."), ("assistant", "Noted.")),
         user_id="carol",
@@ -45,8 +49,15 @@ def test_forget_user_erases_every_store(make_memory: MemoryFactory, tmp_path: Pa
     assert _files_containing(tmp_path, SECRET.encode()) == []
     assert _files_containing(tmp_path, b"carol") == []
     # Dan is untouched, also after reopening.
-    reopened = make_memory("path")
+    if location == "edge":  # the user's shard directory is gone, segments, WAL and all
+        left = sorted(p.name for p in (tmp_path / "edge").iterdir())
+        assert left == [".template-384", _shard("dan")]  # the template holds no user's data
+    reopened = make_memory(location)
     assert [e.text for e in reopened.get_all("dan")] == ["Dan: I like jazz."]
+
+
+def _shard(user_id: str) -> str:
+    return collection_name("tiermem_mtm_", user_id)
 
 
 def test_forget_unknown_user_is_a_no_op(memory: Memory) -> None:
@@ -103,17 +114,18 @@ def test_an_erased_users_bytes_leave_pages_another_user_keeps(tmp_path: Path, se
     reopened.close()
 
 
+@pytest.mark.parametrize("location", ON_DISK)
 def test_forget_user_over_many_pages_leaves_no_byte_of_the_user(
-    make_memory: MemoryFactory, tmp_path: Path
+    make_memory: MemoryFactory, tmp_path: Path, location: str
 ) -> None:
-    memory = make_memory("path")
+    memory = make_memory(location)
     kept = many_pages(memory, VICTIM, BYSTANDER)
     assert (tmp_path / "journal.sqlite3").stat().st_size > 50 * 4096  # many pages
     memory.forget_user(VICTIM)
     memory.close()
     for needle in (SECRET, VICTIM, "Mira"):
         assert _files_containing(tmp_path, needle.encode()) == [], needle
-    reopened = make_memory("path")
+    reopened = make_memory(location)
     assert {e.id: e.text for e in reopened.get_all(BYSTANDER)} == kept
     assert reopened.components.journal.unfinished() == []
 

@@ -153,16 +153,17 @@ def test_a_disk_that_fills_up_gives_typed_errors_only(small_disk: Path, clock: M
         reopened.close()
 
 
+@pytest.mark.parametrize(("location", "store"), [("path", "qdrant"), ("edge", "edge")])
 def test_every_file_of_the_data_directory_is_its_owners_alone(
-    make_memory: MemoryFactory, tmp_path: Path
+    make_memory: MemoryFactory, tmp_path: Path, location: str, store: str
 ) -> None:
-    memory = make_memory("path")
+    memory = make_memory(location)
     _acknowledged(memory, 3)
     memory.add(chat(("user", "Another user's words.")), user_id="cy")
     memory.forget_user("cy")  # a drop rewrites Qdrant's meta.json
     memory.close()
-    qdrant = tmp_path / "qdrant"
-    files = [qdrant, *qdrant.rglob("*"), tmp_path / "journal.sqlite3"]
+    where = tmp_path / store
+    files = [where, *where.rglob("*"), tmp_path / "journal.sqlite3"]
     loose = [
         (str(p.relative_to(tmp_path)), oct(p.stat().st_mode & 0o777))
         for p in files
