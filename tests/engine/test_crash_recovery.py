@@ -2,7 +2,8 @@
 is reopened, no store entry without its ADD row and source turns, no acknowledged write lost,
 every write all done or not done at all, and no erasure half done.
 
-Each case runs the write in a child process on an on-disk Qdrant and an on-disk journal and
+Each case runs the write in a child process on an on-disk MTM store (Qdrant through
+qdrant-client, and Qdrant Edge shards: every case runs on both) and an on-disk journal and
 kills it (``os.kill(getpid(), SIGKILL)``) at one named step (``tiermem.faults``), or inside
 the journal's COMMIT itself. The parent then reopens the same files and compares them with two
 snapshots taken in-process: before the write, and after it ran to the end. Every step a write
@@ -25,6 +26,7 @@ import pytest
 from tiermem import ManualClock, Memory, SearchFilters, StoreError, TiermemConfig
 from tiermem.components import build_components
 from tiermem.config import JournalConfig, QdrantConfig, SLMConfig
+from tiermem.config.stores import EdgeStoreConfig, MTMConfig
 from tiermem.roles.extract import CandidateEntry, Extraction
 from tiermem.types import MemoryEntry, MemoryKind, Role, Turn
 
@@ -32,6 +34,7 @@ from tests.conftest import T0, chat, many_pages
 
 pytestmark = pytest.mark.slow  # kill -9 at every step of every write
 
+STORES = ("qdrant", "edge")  # the on-disk MTM stores: qdrant-client's embedded mode, Edge
 USER, OTHER = "mira-5521", "otto-7310"  # distinctive: the erasure check greps files for them
 SECRET = "Zyxwvutsrq-7731"
 T_OP = T0 + timedelta(days=10)
@@ -273,9 +276,16 @@ RECRASHES = [
 # -- opening, snapshots, checks -------------------------------------------------------------
 
 
+def _mtm(store: str, root: Path, capacity: int) -> MTMConfig:
+    if store == "edge":
+        return EdgeStoreConfig(path=root / "edge", capacity=capacity)
+    return QdrantConfig(location="path", path=root / "qdrant", capacity=capacity)
+
+
 def open_memory(
     root: Path,
     s: Scenario,
+    store: str,
     *,
     when: datetime = T_OP,
     capacity: int = 10_000,
@@ -283,7 +293,7 @@ def open_memory(
 ) -> tuple[Memory, ManualClock]:
     config = TiermemConfig.for_tests().model_copy(
         update={
-            "mtm": QdrantConfig(location="path", path=root / "qdrant", capacity=capacity),
+            "mtm": _mtm(store, root, capacity),
             "journal": JournalConfig(path=root / "journal.sqlite3"),
             "data_dir": root,
             "slm": SLMConfig(merge_threshold=s.merge_threshold),
@@ -307,10 +317,10 @@ class Snapshot:
     files: dict[str, bytes] = field(default_factory=dict, compare=False)
 
 
-def snapshot(root: Path, s: Scenario) -> Snapshot:
+def snapshot(root: Path, s: Scenario, store: str) -> Snapshot:
     """Reopen (which finishes what a crash left), check that every entry has its ADD row and
     its source turns, and read back the entries and the journal's rows."""
-    memory, _ = open_memory(root, s)
+    memory, _ = open_memory(root, s, store)
     try:
         entries = {}
         for user in (USER, OTHER):
@@ -340,8 +350,8 @@ def snapshot(root: Path, s: Scenario) -> Snapshot:
     return Snapshot(entries, audit, turns, intents, files)
 
 
-def _setup(root: Path, s: Scenario) -> None:
-    memory, clock = open_memory(root, s, when=T0)
+def _setup(root: Path, s: Scenario, store: str) -> None:
+    memory, clock = open_memory(root, s, store, when=T0)
     try:
         s.setup(memory, clock)
     finally:
@@ -355,20 +365,20 @@ class Reference:
     reached: list[str]
 
 
-_REFERENCES: dict[str, Reference] = {}
+_REFERENCES: dict[tuple[str, str], Reference] = {}
 
 
-def reference(name: str, base: Path) -> Reference:
+def reference(name: str, store: str, base: Path) -> Reference:
     """The scenario run in-process to the end, with every step it reached."""
-    if name in _REFERENCES:
-        return _REFERENCES[name]
+    if (name, store) in _REFERENCES:
+        return _REFERENCES[name, store]
     from tiermem import faults
 
     s = SCENARIOS[name]
-    root = base / f"ref-{name}"
-    _setup(root, s)
-    before = snapshot(root, s)
-    memory, _ = open_memory(root, s, capacity=s.op_capacity, failing=s.failing_store)
+    root = base / f"ref-{name}-{store}"
+    _setup(root, s, store)
+    before = snapshot(root, s, store)
+    memory, _ = open_memory(root, s, store, capacity=s.op_capacity, failing=s.failing_store)
     reached: list[str] = []
     faults.set_hook(reached.append)
     try:
@@ -379,12 +389,16 @@ def reference(name: str, base: Path) -> Reference:
     finally:
         faults.set_hook(None)
         memory.close()
-    done = snapshot(root, s) if s.done_like is None else reference(s.done_like, base).done
-    _REFERENCES[name] = Reference(before, done, reached)
-    return _REFERENCES[name]
+    done = (
+        snapshot(root, s, store)
+        if s.done_like is None
+        else reference(s.done_like, store, base).done
+    )
+    _REFERENCES[name, store] = Reference(before, done, reached)
+    return _REFERENCES[name, store]
 
 
-def _child(name: str, kill_at: str, root: str, phase: str) -> None:
+def _child(name: str, kill_at: str, root: str, phase: str, store: str) -> None:
     """Runs in the child: open the memory (``phase == "open"``: reopening is what gets
     killed) or run the scenario's write, and die at ``kill_at``."""
     s = SCENARIOS[name]
@@ -409,15 +423,15 @@ def _child(name: str, kill_at: str, root: str, phase: str) -> None:
 
     if phase == "open":
         arm()
-        open_memory(Path(root), s)
+        open_memory(Path(root), s, store)
         return
-    memory, _ = open_memory(Path(root), s, capacity=s.op_capacity, failing=s.failing_store)
+    memory, _ = open_memory(Path(root), s, store, capacity=s.op_capacity, failing=s.failing_store)
     arm()
     s.op(memory)
 
 
-def kill(name: str, kill_at: str, root: Path, phase: str = "op") -> None:
-    child = _CTX.Process(target=_child, args=(name, kill_at, str(root), phase))
+def kill(name: str, kill_at: str, root: Path, store: str, phase: str = "op") -> None:
+    child = _CTX.Process(target=_child, args=(name, kill_at, str(root), phase, store))
     child.start()
     child.join(60)
     assert child.exitcode == -signal.SIGKILL, (
@@ -425,9 +439,9 @@ def kill(name: str, kill_at: str, root: Path, phase: str = "op") -> None:
     )
 
 
-def check_recovered(name: str, point: str, root: Path, ref: Reference) -> Snapshot:
+def check_recovered(name: str, point: str, root: Path, ref: Reference, store: str) -> Snapshot:
     s = SCENARIOS[name]
-    got = snapshot(root, s)
+    got = snapshot(root, s, store)
     assert got.intents == 0, "an intent was left unfinished after reopening"
     expected = ref.before if point in s.before_points else ref.done
     assert got == expected
@@ -439,38 +453,44 @@ def check_recovered(name: str, point: str, root: Path, ref: Reference) -> Snapsh
 
 
 @pytest.fixture(scope="module")
-def references(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Reference]:
+def references(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str], Reference]:
     base = tmp_path_factory.mktemp("references")
-    return lambda name: reference(name, base)
+    return lambda name, store: reference(name, store, base)
 
 
 # -- the suite ----------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("store", STORES)
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_every_step_a_write_reaches_has_a_kill_point(
-    name: str, references: Callable[[str], Reference]
+    name: str, store: str, references: Callable[[str, str], Reference]
 ) -> None:
-    assert sorted(set(references(name).reached)) == sorted(SCENARIOS[name].kill_points)
+    assert sorted(set(references(name, store).reached)) == sorted(SCENARIOS[name].kill_points)
 
 
+@pytest.mark.parametrize("store", STORES)
 @pytest.mark.parametrize(("name", "point"), KILLS + COMMIT_KILLS)
 def test_killed_write_is_all_or_nothing_after_reopen(
-    name: str, point: str, references: Callable[[str], Reference], tmp_path: Path
+    name: str,
+    point: str,
+    store: str,
+    references: Callable[[str, str], Reference],
+    tmp_path: Path,
 ) -> None:
-    ref = references(name)
+    ref = references(name, store)
     s = SCENARIOS[name]
-    _setup(tmp_path, s)
-    kill(name, point, tmp_path)
-    check_recovered(name, point, tmp_path, ref)
+    _setup(tmp_path, s, store)
+    kill(name, point, tmp_path, store)
+    check_recovered(name, point, tmp_path, ref, store)
     if point in s.before_points:  # never acknowledged: a retry does it, as if nothing happened
-        memory, _ = open_memory(tmp_path, s, capacity=s.op_capacity)
+        memory, _ = open_memory(tmp_path, s, store, capacity=s.op_capacity)
         try:
             s.op(memory)
         finally:
             memory.close()
-        assert snapshot(tmp_path, s) == ref.done
-    memory, _ = open_memory(tmp_path, s)
+        assert snapshot(tmp_path, s, store) == ref.done
+    memory, _ = open_memory(tmp_path, s, store)
     try:  # and the memory takes new writes
         entry = memory.add(chat(("user", "One more thing."), start=T_OP), user_id=USER).entries[0]
         assert [e.op for e in memory.history(entry.id, USER)] == ["ADD"]
@@ -478,15 +498,21 @@ def test_killed_write_is_all_or_nothing_after_reopen(
         memory.close()
 
 
+@pytest.mark.parametrize("store", STORES)
 @pytest.mark.parametrize(("name", "first", "second"), RECRASHES)
 def test_killed_again_while_reopening_still_finishes(
-    name: str, first: str, second: str, references: Callable[[str], Reference], tmp_path: Path
+    name: str,
+    first: str,
+    second: str,
+    store: str,
+    references: Callable[[str, str], Reference],
+    tmp_path: Path,
 ) -> None:
-    ref = references(name)
-    _setup(tmp_path, SCENARIOS[name])
-    kill(name, first, tmp_path)
-    kill(name, second, tmp_path, phase="open")
-    check_recovered(name, first, tmp_path, ref)
+    ref = references(name, store)
+    _setup(tmp_path, SCENARIOS[name], store)
+    kill(name, first, tmp_path, store)
+    kill(name, second, tmp_path, store, phase="open")
+    check_recovered(name, first, tmp_path, ref, store)
 
 
 # The journal as version 1 wrote it, before writes had intents.
@@ -514,14 +540,14 @@ def test_a_version_1_journal_is_migrated_and_takes_crash_safe_writes(tmp_path: P
         db.executescript(V1_SCHEMA)
     db.close()
     s = SCENARIOS["add"]
-    memory, _ = open_memory(tmp_path, s)
+    memory, _ = open_memory(tmp_path, s, "qdrant")
     try:
         assert [e.after for e in memory.history("m-old", USER)] == ["I sing."]
         assert memory.components.journal.turns(USER, ["t-old"])["t-old"].content == "I sing."
     finally:
         memory.close()
-    kill("add", "add:after-store-apply", tmp_path)
-    got = snapshot(tmp_path, s)
+    kill("add", "add:after-store-apply", tmp_path, "qdrant")
+    got = snapshot(tmp_path, s, "qdrant")
     assert got.intents == 0
     assert ("mira-5521", "m-old", "ADD", None, "I sing.") in got.audit
     assert "Ana: My sister lives in Lisbon." in [e[1] for e in got.entries[USER]]
