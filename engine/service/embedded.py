@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from tiermem.components import build_components
 from tiermem.config import TiermemConfig
@@ -78,9 +79,18 @@ def serve_inspector(
             server = uvicorn.Config(
                 app, host=LOOPBACK, port=port, http=JSONErrorsH11Protocol, log_level="warning"
             )
-            if announce is not None:
-                announce(f"http://{LOOPBACK}:{port}{PAGE_PATH}#key={key.key}")
-            uvicorn.Server(server).run()
+            address = f"http://{LOOPBACK}:{port}{PAGE_PATH}#key={key.key}"
+
+            class Announcing(uvicorn.Server):
+                """Says the address once the socket listens, not before: a browser (or a
+                test) that follows the line at once must not meet a refused connection."""
+
+                async def startup(self, sockets: list[Any] | None = None) -> None:
+                    await super().startup(sockets=sockets)
+                    if self.started and announce is not None:
+                        announce(address)
+
+            Announcing(server).run()
         finally:
             memory.close()
     finally:
