@@ -22,7 +22,7 @@ from tiermem.journal import Journal
 from tiermem.roles.extract import EntryExtractor, Extraction
 from tiermem.types import AuditEvent, MemoryEntry, Turn
 
-from tests.conftest import chat, config_for
+from tests.conftest import ON_DISK, chat, config_for
 
 
 class GatedExtractor:
@@ -49,8 +49,11 @@ class GatedExtractor:
         return self._inner.extract(turns, context, existing)
 
 
-def test_close_waits_for_a_write_in_flight_and_keeps_it(tmp_path: Path, clock: ManualClock) -> None:
-    config = config_for("path", tmp_path)
+@pytest.mark.parametrize("location", ON_DISK)
+def test_close_waits_for_a_write_in_flight_and_keeps_it(
+    tmp_path: Path, clock: ManualClock, location: str
+) -> None:
+    config = config_for(location, tmp_path)
     components = build_components(config, clock)
     gate = GatedExtractor(components.extractor)
     memory = Memory(config, components=replace(components, extractor=gate))

@@ -28,7 +28,7 @@ from langgraph.store.base import (
 from tiermem import InvalidInputError, ManualClock, Memory
 from tiermem.integrations.langgraph import NamespaceError, TiermemStore
 
-from tests.conftest import T0, MemoryFactory, chat
+from tests.conftest import ON_DISK, T0, MemoryFactory, chat
 
 
 class Face:
@@ -273,11 +273,14 @@ def test_conversation_memories_are_not_items_and_forget_user_erases_items(
     assert face.get(PREFS, "pet") is None
 
 
-def test_a_reopened_store_still_finds_items_by_key(make_memory: MemoryFactory) -> None:
-    first = make_memory("path")
+@pytest.mark.parametrize("location", ON_DISK)
+def test_a_reopened_store_still_finds_items_by_key(
+    make_memory: MemoryFactory, location: str
+) -> None:
+    first = make_memory(location)
     TiermemStore(first).put(PREFS, "drink", {"text": "Alice drinks green tea", "cups": 2})
     first.close()
-    store = TiermemStore(make_memory("path"))
+    store = TiermemStore(make_memory(location))
     item = store.get(PREFS, "drink")
     assert item is not None
     assert item.value == {"text": "Alice drinks green tea", "cups": 2}

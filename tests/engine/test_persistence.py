@@ -15,8 +15,9 @@ from tests.conftest import MemoryFactory
 WRITER = """
 import json, sys
 from datetime import UTC, datetime
-from tiermem import Memory, TiermemConfig
-cfg = TiermemConfig.for_data_dir(sys.argv[1])
+from tiermem import Memory
+from tiermem.settings import load_config
+cfg = load_config(None, {"TIERMEM_DATA_DIR": sys.argv[1], "TIERMEM_MTM__KIND": sys.argv[2]})
 cfg = cfg.model_copy(update={"embedder": cfg.embedder.model_copy(update={"kind": "hash"})})
 with Memory(cfg) as m:
     r = m.add([{"role": "user", "speaker": "Ivo", "content": "My boat is called Sardinha.",
@@ -27,8 +28,9 @@ with Memory(cfg) as m:
 
 READER = """
 import json, sys
-from tiermem import Memory, TiermemConfig
-cfg = TiermemConfig.for_data_dir(sys.argv[1])
+from tiermem import Memory
+from tiermem.settings import load_config
+cfg = load_config(None, {"TIERMEM_DATA_DIR": sys.argv[1], "TIERMEM_MTM__KIND": sys.argv[2]})
 cfg = cfg.model_copy(update={"embedder": cfg.embedder.model_copy(update={"kind": "hash"})})
 with Memory(cfg) as m:
     hit = m.search("what is my boat called", "ivo", k=1)[0]
@@ -40,9 +42,9 @@ with Memory(cfg) as m:
 """
 
 
-def _run(script: str, data_dir: Path) -> dict[str, object]:
+def _run(script: str, data_dir: Path, kind: str) -> dict[str, object]:
     done = subprocess.run(
-        [sys.executable, "-c", script, str(data_dir)],
+        [sys.executable, "-c", script, str(data_dir), kind],
         capture_output=True,
         text=True,
         check=True,
@@ -51,10 +53,14 @@ def _run(script: str, data_dir: Path) -> dict[str, object]:
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-def test_memory_survives_process_restart(tmp_path: Path) -> None:
-    written = _run(WRITER, tmp_path)
-    first = _run(READER, tmp_path)
-    second = _run(READER, tmp_path)
+@pytest.mark.parametrize("kind", ["qdrant", "edge"])
+def test_memory_survives_process_restart(tmp_path: Path, kind: str) -> None:
+    """The embedded default, and ``[mtm] kind = "edge"`` with its shards under the data
+    directory, as a configuration file or the environment says it."""
+    written = _run(WRITER, tmp_path, kind)
+    first = _run(READER, tmp_path, kind)
+    second = _run(READER, tmp_path, kind)
+    assert (tmp_path / kind).is_dir()
     assert first["id"] == written["id"]
     assert first["text"] == "Ivo: my boat is called Sardinha II."
     assert first["history"] == ["ADD", "UPDATE"]
