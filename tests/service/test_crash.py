@@ -23,9 +23,11 @@ pytestmark = pytest.mark.slow  # a service process per kill point
 WRITERS = 4
 
 
-def test_every_acknowledged_write_survives_kill_9(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mtm", ["", '[mtm]\nkind = "edge"\n'], ids=["qdrant", "edge"])
+def test_every_acknowledged_write_survives_kill_9(tmp_path: Path, mtm: str) -> None:
     keys = make_keys(tmp_path)
-    server = ServerProcess(write_config(tmp_path), keys.path, log_file=tmp_path / "serve.log")
+    config = write_config(tmp_path, extra=mtm)
+    server = ServerProcess(config, keys.path, log_file=tmp_path / "serve.log")
     server.start()
     acknowledged: list[tuple[str, AddResult]] = []
     unexpected: list[BaseException] = []
@@ -71,6 +73,7 @@ def test_every_acknowledged_write_survives_kill_9(tmp_path: Path) -> None:
     finally:
         server.stop()
     assert len(acknowledged) >= 3 * WRITERS
+    assert (tmp_path / "data" / ("edge" if mtm else "qdrant")).is_dir()
     print(f"\nkill -9: {len(acknowledged)} acknowledged writes, every one present after restart")
 
 
