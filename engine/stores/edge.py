@@ -91,7 +91,7 @@ class EdgeStore:
         dim: int,
         prefix: str,
         embedder: str | None = None,
-        max_open: int = 64,
+        max_open: int = 16,
     ) -> None:
         """``root``: the shards' directory (made, 0700, if missing). ``embedder``: the name of
         the embedder whose vectors this store writes, recorded with each shard and checked on

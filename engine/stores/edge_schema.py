@@ -5,7 +5,8 @@ The same as a collection on a Qdrant server (``tiermem.stores.qdrant``): one den
 ``dense`` (cosine), BM25 over ``INDEX_TEXT`` with the server's default text index (the word
 tokenizer, lowercased, no stemmer, no stop words, no length limits: what qdrant-client's
 reference scorer, and so ``ReferenceStore``, tokenizes alike), and keyword / float indexes on
-the fields that filters read.
+the fields that filters read (``superseded_by`` too, which every search filters on; not
+``user_id``, which no filter reads in a shard of one user).
 
 Two choices differ from a server collection, both for Edge 0.9.0:
 
@@ -32,6 +33,12 @@ from tiermem.types import SearchFilters
 
 DENSE = "dense"
 
+# Vectors and payload indexes on disk ("cold"), read through the page cache as queries touch
+# them. Placed in memory (Edge's default for vectors), opening a shard faults in the whole
+# preallocated 32 MiB first chunk of its vectors, whatever it holds. Edge 0.9.0 still faults
+# in a mutable segment's text and keyword index pages on opening, whatever their placement:
+# about 50 MiB of page cache per open shard (counted in RSS; clean, so reclaimable).
+COLD = qe.Memory.Cold
 # The server's default full-text index (qdrant.py creates it with only the scoring set), said
 # out loud so that a change of Edge's defaults cannot change the tokens.
 TEXT_INDEX = qe.TextIndexParams(
@@ -41,14 +48,15 @@ TEXT_INDEX = qe.TextIndexParams(
     phrase_matching=False,
     stemmer=qe.DisabledStemmer(),
     scoring=qe.TextScoringParams(qe.TextScoringType.Bm25),
+    memory=COLD,
 )
-PAYLOAD_INDEXES: tuple[tuple[str, qe.PayloadSchemaType | qe.TextIndexParams], ...] = (
+KEYWORD = qe.KeywordIndexParams(memory=COLD)
+PAYLOAD_INDEXES: tuple[tuple[str, qe.PayloadSchemaParams], ...] = (
     (INDEX_TEXT, TEXT_INDEX),
-    ("user_id", qe.PayloadSchemaType.Keyword),
-    ("kind", qe.PayloadSchemaType.Keyword),
-    ("session_id", qe.PayloadSchemaType.Keyword),
-    ("time_ts", qe.PayloadSchemaType.Float),
-    ("superseded_by", qe.PayloadSchemaType.Keyword),
+    ("kind", KEYWORD),
+    ("session_id", KEYWORD),
+    ("time_ts", qe.FloatIndexParams(memory=COLD)),
+    ("superseded_by", KEYWORD),
 )
 EXACT = qe.SearchParams(exact=True)
 
@@ -57,7 +65,8 @@ def shard_config(dim: int) -> qe.EdgeConfig:
     """A new shard: ``dim``-d cosine vectors, no HNSW, one search thread (a user's shard is
     one segment; 64 open shards would otherwise start 64 thread pools)."""
     return qe.EdgeConfig(
-        vectors={DENSE: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)},
+        vectors={DENSE: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine, memory=COLD)},
+        payload_memory=COLD,
         optimizers=qe.EdgeOptimizersConfig(indexing_threshold=0),
         max_search_threads=1,
     )
