@@ -26,6 +26,12 @@ def add_bench_parser(commands: Any) -> Any:
         "--embedder", choices=("sentence-transformers", "hash"), default="sentence-transformers"
     )
     mtm.add_argument("--users", type=int, default=1, help="users, each filled with a size")
+    mtm.add_argument(
+        "--stores",
+        default="qdrant-embedded,qdrant-edge,exact-reference",
+        help="which stores, comma-separated: qdrant-embedded (qdrant-client's local mode), "
+        "qdrant-edge (Qdrant Edge shards), exact-reference (the baseline)",
+    )
     mtm.add_argument("--out", type=Path, help="also write the results as JSON here")
     upd = suites.add_parser(
         "updates", help="changed facts: is the newest statement delivered (own scenarios)"
@@ -222,7 +228,8 @@ def run_bench(args: argparse.Namespace, console: Console) -> None:
 
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
         users = positive(args.users, "--users")
-        mtm_main(sizes, args.samples, args.embedder, args.out, console, users)
+        stores = parse_names(args.stores, "--stores") or ()
+        mtm_main(sizes, args.samples, args.embedder, args.out, console, users, stores)
 
 
 def parse_names(text: str | None, option: str) -> tuple[str, ...] | None:

@@ -1,12 +1,15 @@
 """``tiermem bench mtm``: ``add()`` and ``context()`` cost as the memory grows.
 
 For each size, ``users`` users' MTM is filled with ``size`` synthetic, varied turns each
-(untimed), the memory is closed and opened again (timed: what a restart costs), then single
-``add()`` calls (one new turn each), ``search()`` and ``context()`` calls (1,200 tokens) are
-timed for one of the users. Each timed call's store and journal calls are counted, and the
-process's resident memory is read after the fill. The same run measures the exact in-memory
-reference store as the baseline, through the same ``Memory`` API and the same embedder, so the
-ratio isolates what the Qdrant store costs.
+(timed: the fill rate), the memory is closed and opened again (timed: what a restart costs,
+and then its first search: a store that opens lazily pays there), then single ``add()`` calls
+(one new turn each), ``search()`` and ``context()`` calls (1,200 tokens) are timed, each for
+a random one of the users (one user: always it). Each timed call's store and journal calls
+are counted; the process's resident memory is read after the restart and again after the
+timed calls, and the store's files are measured on disk. The same run measures each store
+kind (``STORES``: qdrant-client's embedded mode, Qdrant Edge shards, and the exact in-memory
+reference store as the baseline) through the same ``Memory`` API and the same embedder, so
+the ratio isolates what a store costs.
 """
 
 from __future__ import annotations
@@ -28,12 +31,17 @@ from rich.table import Table
 from tiermem.bench.stats import percentile
 from tiermem.components import build_components
 from tiermem.config import MTMConfig, QdrantConfig, ReferenceStoreConfig, TiermemConfig
+from tiermem.config.stores import EdgeStoreConfig
 from tiermem.embedding import EmbedMode
+from tiermem.errors import InvalidInputError
 from tiermem.journal import Journal
 from tiermem.memory import Memory
 from tiermem.stores.base import MTMStore
 
 _A = TypeVar("_A")
+STORES = {"qdrant-embedded": "path", "qdrant-edge": "edge", "exact-reference": "reference"}
+"""The stores one run measures, by the label its table gives them: where each lives."""
+BASELINE = "exact-reference"
 _SUBJECTS = (
     "my sister",
     "my landlord",
@@ -127,6 +135,9 @@ class Row:
     open_s: float
     rss_mib: float
     fill_s: float
+    first_search_s: float = 0.0  # the first search after the restart
+    rss_end_mib: float = 0.0  # after the timed calls
+    disk_mib: float = 0.0  # the store's files after the fill (0: in memory)
 
 
 class CallCounter:
@@ -188,11 +199,20 @@ def _rss_mib() -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _disk_mib(config: TiermemConfig) -> float:
+    """What the store's files hold on disk (their blocks: sparse files count what they hold)."""
+    where = getattr(config.mtm, "path", None)
+    if not isinstance(where, Path) or not where.exists():
+        return 0.0
+    return sum(p.stat().st_blocks * 512 for p in where.rglob("*") if p.is_file()) / 2**20
+
+
 def measure(config: TiermemConfig, label: str, size: int, samples: int, users: int = 1) -> Row:
     start = datetime(2025, 1, 1, tzinfo=UTC)
     # the reference store lives in memory: it is filled and measured in one open memory
     in_memory = isinstance(config.mtm, ReferenceStoreConfig)
     fill_s = 0.0 if in_memory else _fill(config, users, size, start)
+    disk = _disk_mib(config)
     began = time.perf_counter()
     built = build_components(config)
     counters = (CallCounter(built.store), CallCounter(built.journal))
@@ -209,16 +229,21 @@ def measure(config: TiermemConfig, label: str, size: int, samples: int, users: i
                     memory.add(fill[i : i + 250], user_id=f"sam-{u}", session_id=f"f{i // 250}")
             fill_s = time.perf_counter() - began
         rss = _rss_mib()
+        first = time.perf_counter()
         memory.search("warm up", "sam-0", k=10)
+        first_search_s = time.perf_counter() - first
+        pick = random.Random(7)
+        who = [f"sam-{pick.randrange(users)}" for _ in range(samples)]
         extra = synthetic_turns(samples, seed=0, start=start + timedelta(days=400))
         add_ms, add_store, add_journal = _counted(
-            counters, lambda m: memory.add([m], user_id="sam-0"), extra
+            counters, lambda i: memory.add([extra[i]], user_id=who[i]), range(samples)
         )
         queries = [_QUERIES[i % len(_QUERIES)] for i in range(samples)]
-        search_ms = _timed(lambda q: memory.search(q, "sam-0", k=10), queries)
+        search_ms = _timed(lambda i: memory.search(queries[i], who[i], k=10), range(samples))
         context_ms, ctx_store, ctx_journal = _counted(
-            counters, lambda q: memory.context(q, "sam-0", 1200), queries
+            counters, lambda i: memory.context(queries[i], who[i], 1200), range(samples)
         )
+        rss_end = _rss_mib()
         embedder = memory.components.embedder
         embed_ms = _timed(lambda q: embedder.embed([q], EmbedMode.QUERY), queries)
     return Row(
@@ -239,6 +264,9 @@ def measure(config: TiermemConfig, label: str, size: int, samples: int, users: i
         open_s,
         rss,
         fill_s,
+        first_search_s,
+        rss_end,
+        disk,
     )
 
 
@@ -248,11 +276,13 @@ def _config(root: Path, embedder: str, location: str, size: int) -> TiermemConfi
     evicts, which lists the user's entries)."""
     config = TiermemConfig.for_data_dir(root)
     capacity = max(MTMConfig.model_fields["capacity"].default, 2 * size)
-    mtm = (
-        QdrantConfig(location="path", path=root / "qdrant", capacity=capacity)
-        if location == "path"
-        else ReferenceStoreConfig(capacity=capacity)
-    )
+    mtm: MTMConfig
+    if location == "path":
+        mtm = QdrantConfig(location="path", path=root / "qdrant", capacity=capacity)
+    elif location == "edge":
+        mtm = EdgeStoreConfig(path=root / "edge", capacity=capacity)
+    else:
+        mtm = ReferenceStoreConfig(capacity=capacity)
     return config.model_copy(
         update={"mtm": mtm, "embedder": config.embedder.model_copy(update={"kind": embedder})}
     )
@@ -265,10 +295,18 @@ def main(
     out: Path | None,
     console: Console,
     users: int = 1,
+    stores: Sequence[str] = tuple(STORES),
 ) -> list[Row]:
+    """Measure each of ``stores`` (labels of ``STORES``) at each size, print the table, and
+    write its rows as JSON to ``out``. The ratio column compares with the reference store,
+    when the run measures it."""
+    unknown = [label for label in stores if label not in STORES]
+    if unknown or not stores:
+        raise InvalidInputError(f"unknown stores {unknown}; known: {', '.join(STORES)}")
     rows: list[Row] = []
     for size in sizes:
-        for label, location in (("qdrant-embedded", "path"), ("exact-reference", "reference")):
+        for label in stores:
+            location = STORES[label]
             with tempfile.TemporaryDirectory(prefix="tiermem-bench-") as tmp:
                 console.print(f"filling {label} with {users} x {size} entries ...")
                 config = _config(Path(tmp), embedder, location, size)
@@ -284,27 +322,30 @@ def main(
         "context p50 vs reference",
         "store/journal calls per add",
         "per context",
-        "open s",
-        "RSS MiB",
-        "fill s",
+        "open s / first search s",
+        "RSS MiB after open / calls",
+        "disk MiB",
+        "fill s (entries/s)",
     ]
     for column in columns:
         table.add_column(column, justify="right")
-    baseline = {r.entries: r for r in rows if r.store == "exact-reference"}
+    baseline = {r.entries: r for r in rows if r.store == BASELINE}
     for r in rows:
-        ratio = r.context_p50_ms / baseline[r.entries].context_p50_ms
+        base = baseline.get(r.entries)
+        ratio = f"{r.context_p50_ms / base.context_p50_ms:.2f}x" if base is not None else "-"
         table.add_row(
             r.store,
             f"{r.users} x {r.entries}",
             f"{r.add_p50_ms:.1f} / {r.add_p95_ms:.1f}",
             f"{r.search_p50_ms:.1f} / {r.search_p95_ms:.1f}",
             f"{r.context_p50_ms:.1f} / {r.context_p95_ms:.1f}",
-            f"{ratio:.2f}x",
+            ratio,
             f"{r.store_calls_per_add:.1f} / {r.journal_calls_per_add:.1f}",
             f"{r.store_calls_per_context:.1f} / {r.journal_calls_per_context:.1f}",
-            f"{r.open_s:.2f}",
-            f"{r.rss_mib:.0f}",
-            f"{r.fill_s:.1f}",
+            f"{r.open_s:.2f} / {r.first_search_s:.2f}",
+            f"{r.rss_mib:.0f} / {r.rss_end_mib:.0f}",
+            f"{r.disk_mib:.0f}",
+            f"{r.fill_s:.1f} ({r.users * r.entries / max(r.fill_s, 1e-9):.0f})",
         )
     console.print(table)
     if out is not None:
