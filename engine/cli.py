@@ -88,6 +88,16 @@ def _parser() -> argparse.ArgumentParser:
     reindex.add_argument("--config", type=Path, help="a TOML file")
     reindex.add_argument("--data-dir", type=Path, help="the memory's data directory")
 
+    migrate = commands.add_parser(
+        "migrate", help="move a data directory's MTM from embedded Qdrant to Qdrant Edge shards"
+    )
+    migrate.add_argument("--to", required=True, choices=("edge",), help="the store kind")
+    migrate.add_argument("--config", type=Path, help="a TOML file")
+    migrate.add_argument("--data-dir", type=Path, help="the memory's data directory")
+    migrate.add_argument(
+        "--sample", type=int, default=5, help="entries per user searched on both sides"
+    )
+
     config = commands.add_parser("config", help="print the configuration in effect")
     config.add_argument("--config", type=Path, help="a TOML file")
 
@@ -145,6 +155,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _doctor(args, console)
         elif args.command == "reindex":
             _reindex(args, console)
+        elif args.command == "migrate":
+            from tiermem.migrate import run_migrate
+
+            run_migrate(args.config, args.data_dir, args.to, args.sample, console)
         elif args.command == "train":
             return run_train(args, console)
         elif args.command in SERVICE_COMMANDS:
