@@ -327,8 +327,8 @@ def main(
         "disk MiB",
         "fill s (entries/s)",
     ]
-    for column in columns:
-        table.add_column(column, justify="right")
+    for column in columns:  # the store's name is never cut: two of them start alike
+        table.add_column(column, justify="right", no_wrap=column == "store")
     baseline = {r.entries: r for r in rows if r.store == BASELINE}
     for r in rows:
         base = baseline.get(r.entries)
