@@ -37,7 +37,13 @@ from tiermem.config.embedders import (
     embedder_config,
 )
 from tiermem.config.section import Section, validated
-from tiermem.config.stores import MTM, MTMConfig, QdrantConfig, ReferenceStoreConfig
+from tiermem.config.stores import (
+    MTM,
+    EdgeStoreConfig,
+    MTMConfig,
+    QdrantConfig,
+    ReferenceStoreConfig,
+)
 from tiermem.config.tuning import Expansion
 
 
@@ -235,7 +241,8 @@ USER_SETTINGS: Mapping[str, str] = {
     "`hash` (tests)",
     "embedder.model": "the embedding model of that kind",
     "embedder.device": "`cpu`, or a torch device for the in-process kinds",
-    "mtm.kind": "`qdrant` (embedded or a server), `reference` (exact, in memory, for tests)",
+    "mtm.kind": "`qdrant` (embedded or a server), `edge` (Qdrant Edge shards, one per user; "
+    "`pip install 'tiermem[edge]'`), `reference` (exact, in memory, for tests)",
     "mtm.location": "`path` (embedded, on disk), `memory` (gone on close), `url` (a server)",
     "mtm.path": "the embedded Qdrant's directory (default: under `data_dir`)",
     "mtm.url": 'a Qdrant server\'s address (`location = "url"`)',
@@ -307,6 +314,7 @@ __all__ = [
     "BackendConfig",
     "ConsolidationConfig",
     "DeliveryConfig",
+    "EdgeStoreConfig",
     "EmbedderConfig",
     "Embedding",
     "GeneratorConfig",
