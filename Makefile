@@ -45,10 +45,11 @@ demo: install
 # The whole check: lint, strict typing, and every test (the few real-model ones included).
 test: lint typecheck pytest
 
-# Two workers (this machine's cores): the one long real-model test (the demo with every role on
-# smollm2, about 7 min) runs beside the rest instead of after it.
+# Two workers (this machine's cores). Where `browser` installed Chromium, the inspector's browser
+# test must run: TIERMEM_REQUIRE_BROWSER=1 turns its skip into a failure.
 pytest: install-dev browser
-	$(BIN)/python -m pytest -n 2
+	TIERMEM_REQUIRE_BROWSER=$$(command -v chromedriver >/dev/null 2>&1 && echo 1) \
+		$(BIN)/python -m pytest -n 2
 
 # The inspector's browser test drives Debian's Chromium: installed here where apt-get runs as
 # root; anywhere else the test is skipped and says why.
