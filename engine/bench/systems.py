@@ -18,7 +18,7 @@ from qdrant_client.local.bm25 import DEFAULT_B, DEFAULT_K1, bm25_scores, documen
 from tiermem.bench import BenchInputError
 from tiermem.bench.datasets.conversation import Conversation, conversation_adds, session_dates
 from tiermem.components import Components, build_components
-from tiermem.config import TiermemConfig
+from tiermem.config import EdgeStoreConfig, TiermemConfig
 from tiermem.context import ContextTurn, Unit, pack
 from tiermem.embedding.base import Embedder, EmbedMode
 from tiermem.memory import Memory
@@ -236,8 +236,11 @@ class Tiermem:
     def build(self, sample: Conversation) -> BuildCost:
         self._user = sample.sample_id
         paths = TiermemConfig.for_data_dir(self._state / sample.sample_id)
+        mtm = paths.mtm
+        if isinstance(self._config.mtm, EdgeStoreConfig):  # Edge shards beside the journal
+            mtm = self._config.mtm.model_copy(update={"path": paths.data_dir / "edge"})
         config = self._config.model_copy(
-            update={"data_dir": paths.data_dir, "mtm": paths.mtm, "journal": paths.journal}
+            update={"data_dir": paths.data_dir, "mtm": mtm, "journal": paths.journal}
         )
         components = self._components(config)
         self._memory = Memory(config, components=components)

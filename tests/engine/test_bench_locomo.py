@@ -219,3 +219,24 @@ def test_the_model_plays_only_the_roles_asked(tmp_path: Path) -> None:
     )
     free = _system("tiermem", _config(tmp_path), None)._config.slm  # type: ignore[attr-defined]
     assert free.backend.kind == "none"
+
+
+def test_tiermem_on_edge_delivers_what_it_delivers_on_embedded_qdrant(tmp_path: Path) -> None:
+    """``--config`` with ``[mtm] kind = "edge"``: the run keeps Edge shards under its state
+    directory, and every question at every budget gets the same turns as on local mode."""
+    pytest.importorskip("qdrant_edge")
+    from tiermem.config import EdgeStoreConfig, TiermemConfig
+
+    records = {}
+    for kind, mtm in (("local", None), ("edge", EdgeStoreConfig(path=tmp_path / "unused"))):
+        tiermem = TiermemConfig() if mtm is None else TiermemConfig(mtm=mtm)
+        (tmp_path / kind).mkdir()
+        cfg = _config(tmp_path / kind, systems=("tiermem",), budgets=(25, 1000), tiermem=tiermem)
+        run(cfg, Console(quiet=True))
+        records[kind] = [(r["index"], r["budget"], r["delivered"]) for r in _records(cfg)]
+    assert records["edge"] == records["local"]
+    assert len(records["edge"]) == 2 * 5
+    shards = (tmp_path / "edge" / "out" / "state" / "fx-1" / "edge").glob("tiermem_mtm_*")
+    assert len(list(shards)) == 1  # the one user's shard, where the run keeps its state
+    assert not (tmp_path / "edge" / "out" / "state" / "fx-1" / "qdrant").exists()
+    assert not (tmp_path / "unused").exists()
