@@ -9,18 +9,21 @@ are counted; the process's resident memory is read after the restart and again a
 timed calls, and the store's files are measured on disk. The same run measures each store
 kind (``STORES``: qdrant-client's embedded mode, Qdrant Edge shards, and the exact in-memory
 reference store as the baseline) through the same ``Memory`` API and the same embedder, so
-the ratio isolates what a store costs.
+the ratio isolates what a store costs. Each store at each size is filled in one process and
+measured in the next, so its resident memory, open and first search are its own.
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import random
 import resource
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -207,11 +210,24 @@ def _disk_mib(config: TiermemConfig) -> float:
     return sum(p.stat().st_blocks * 512 for p in where.rglob("*") if p.is_file()) / 2**20
 
 
-def measure(config: TiermemConfig, label: str, size: int, samples: int, users: int = 1) -> Row:
-    start = datetime(2025, 1, 1, tzinfo=UTC)
+START = datetime(2025, 1, 1, tzinfo=UTC)  # the synthetic turns' first day
+
+
+def measure(
+    config: TiermemConfig,
+    label: str,
+    size: int,
+    samples: int,
+    users: int = 1,
+    fill_s: float | None = None,
+) -> Row:
+    """One store at one size. ``fill_s``: the store was filled already (by another process,
+    in that many seconds); ``None``: fill it here first."""
+    start = START
     # the reference store lives in memory: it is filled and measured in one open memory
     in_memory = isinstance(config.mtm, ReferenceStoreConfig)
-    fill_s = 0.0 if in_memory else _fill(config, users, size, start)
+    if fill_s is None:
+        fill_s = 0.0 if in_memory else _fill(config, users, size, start)
     disk = _disk_mib(config)
     began = time.perf_counter()
     built = build_components(config)
@@ -304,13 +320,22 @@ def main(
     if unknown or not stores:
         raise InvalidInputError(f"unknown stores {unknown}; known: {', '.join(STORES)}")
     rows: list[Row] = []
+    # fresh processes: the resident memory, the open and the first search are that store's
+    # alone, not what the fill or an earlier store left in the process
+    spawn = multiprocessing.get_context("spawn")
     for size in sizes:
         for label in stores:
             location = STORES[label]
             with tempfile.TemporaryDirectory(prefix="tiermem-bench-") as tmp:
                 console.print(f"filling {label} with {users} x {size} entries ...")
                 config = _config(Path(tmp), embedder, location, size)
-                rows.append(measure(config, label, size, samples, users))
+                fill_s = None
+                if location != "reference":  # filled in one process, measured in the next
+                    with ProcessPoolExecutor(1, mp_context=spawn) as child:
+                        fill_s = child.submit(_fill, config, users, size, START).result()
+                with ProcessPoolExecutor(1, mp_context=spawn) as child:
+                    measured = child.submit(measure, config, label, size, samples, users, fill_s)
+                    rows.append(measured.result())
     title = f"MTM cost, {users} user(s), embedder={embedder}, {samples} calls each"
     table = Table(title=title)
     columns = [
