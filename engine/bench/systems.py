@@ -235,10 +235,11 @@ class Tiermem:
 
     def build(self, sample: Conversation) -> BuildCost:
         self._user = sample.sample_id
-        paths = TiermemConfig.for_data_dir(self._state / sample.sample_id)
+        root = self._state / sample.sample_id
+        paths = TiermemConfig.for_data_dir(root)
         mtm = paths.mtm
         if isinstance(self._config.mtm, EdgeStoreConfig):  # Edge shards beside the journal
-            mtm = self._config.mtm.model_copy(update={"path": paths.data_dir / "edge"})
+            mtm = self._config.mtm.model_copy(update={"path": root / "edge"})
         config = self._config.model_copy(
             update={"data_dir": paths.data_dir, "mtm": mtm, "journal": paths.journal}
         )
