@@ -289,13 +289,13 @@ class Memory:
         expand: bool = True,
     ) -> DeliveredContext:
         """What a generator should read for ``query``: the turns behind the best hits (and,
-        with ``expand``, the replies and lead-ins worth their tokens), grouped by session
+        with ``expand``, an exchange's turns alone when the whole does not fit, the later
+        statements of a changed fact, long units worth less per token), grouped by session
         under one date each, at most ``budget_tokens`` by the memory's token counter.
 
         ``k`` hits are retrieved (by default one per ``delivery.tokens_per_hit`` tokens of
-        budget, 25); fewer are
-        delivered when the budget is spent first. ``hits`` of the result are those delivered,
-        with their provenance; only they count as accessed."""
+        budget, 25); fewer are delivered when the budget is spent first. ``hits`` of the
+        result are those delivered, with their provenance; only they count as accessed."""
         self._check_open()
         uid = validate_user_id(user_id)
         expansion = self._c.policy.delivery.expansion_for(expand)

@@ -9,7 +9,7 @@ selectors receive no budgets of their own.
 Two budgets, both made here only: a search's candidate budget counts hits and candidates
 (``budget_plan``: how many of ``k`` each tier takes, how many candidates each query
 fetches); a context's token budget counts tokens (``DeliveryPolicy``: how many hits a
-budget of tokens asks for, what ``answer()`` may read, which neighbours are offered).
+budget of tokens asks for, what ``answer()`` may read, what a hit is offered with).
 """
 
 from __future__ import annotations
@@ -22,16 +22,8 @@ from tiermem.config.tuning import Expansion
 from tiermem.ranking import split_budget
 from tiermem.roles.plan import PlanIntent, RetrievalPlan, Route, TierBudgets
 
-NO_EXPANSION = Expansion(
-    reply=0.0,
-    previous=0.0,
-    burst=0.0,
-    member=0.0,
-    later=0.0,
-    neighbour_tokens=0,
-    long_tokens=0,
-    long_share=0.0,
-)
+NO_EXPANSION = Expansion(member=0.0, later=0.0, long_tokens=0, long_share=0.0)
+"""``context(expand=False)``: each hit's own turns, whole, at its rank's value."""
 
 
 # The defaults are the configuration's, declared once there.
@@ -43,8 +35,8 @@ _SLM = SLMConfig()
 class DeliveryPolicy:
     """Every rule of spending a token budget (``Memory.context()``, ``answer()``):
     ``tokens_per_hit``, hits retrieved per token of budget (at most ``max_hits``);
-    ``answer_budget_tokens``, what ``answer()`` lets the generator read; ``expansion``, the
-    neighbours offered around each hit (``expand=False``: none).
+    ``answer_budget_tokens``, what ``answer()`` lets the generator read; ``expansion``, what
+    each hit is offered with (``expand=False``: nothing, ``NO_EXPANSION``).
 
     >>> DeliveryPolicy().hits_for(1200, floor=10)
     48

@@ -46,7 +46,7 @@ def test_the_first_page_lists_the_settings_a_user_holds_and_no_more_than_30() ->
         assert name in owner.model_fields
     # every tuning knob is on the expert page only
     expert = (DOCS / "configuration-expert.md").read_text()
-    for knob in ("reply", "previous", "long_share", "merge_threshold", "candidate_multiplier"):
+    for knob in ("member", "later", "long_share", "merge_threshold", "candidate_multiplier"):
         assert f"| `{knob}` |" in expert
         assert not any(r.startswith(f"| `delivery.{knob}`") for r in rows)
     # a default shown is the configuration's own

@@ -1,8 +1,8 @@
 """``tiermem bench locomo --lodo``: every read-path choice made leave-one-dataset-out.
 
 Each candidate is tiermem's configuration with some settings changed (``--lodo-grid
-delivery.reply=0.3,0.5``: the defaults, then every combination of the values given;
-``--lodo-try "delivery.reply=0 delivery.burst=0"``: one candidate with exactly those). Every
+delivery.member=0.5,0.9``: the defaults, then every combination of the values given;
+``--lodo-try "delivery.member=0 delivery.later=0"``: one candidate with exactly those). Every
 candidate runs on every data set; the baselines run once. For each data set, the candidate
 chosen is the one with the best recall on the *other* data sets (the mean over them, each
 data set weighing the same, of its mean over the budgets; a tie keeps the earlier candidate,
@@ -71,10 +71,10 @@ def parse_grid(specs: Sequence[str], tries: Sequence[str] = ()) -> list[Candidat
     """The defaults, then every combination of the values each spec gives, then one
     candidate per ``tries`` entry (settings separated by spaces, one value each).
 
-    >>> [c.name for c in parse_grid(["delivery.reply=0.3,0.5", "delivery.distinct=false"])]
-    ['defaults', 'delivery.reply=0.3 delivery.distinct=false', 'delivery.reply=0.5 delivery.distinct=false']
-    >>> [c.overrides for c in parse_grid([], ["delivery.reply=0 delivery.burst=0"])][1]
-    {'delivery.reply': 0, 'delivery.burst': 0}
+    >>> [c.name for c in parse_grid(["delivery.member=0.5,0.9", "delivery.distinct=false"])]
+    ['defaults', 'delivery.member=0.5 delivery.distinct=false', 'delivery.member=0.9 delivery.distinct=false']
+    >>> [c.overrides for c in parse_grid([], ["delivery.member=0 delivery.later=0"])][1]
+    {'delivery.member': 0, 'delivery.later': 0}
     """  # noqa: E501
     axes = []
     for spec in specs:

@@ -1,4 +1,4 @@
-"""The tuning policy of delivery: how much each neighbour of a hit is worth, declared once.
+"""The tuning policy of delivery: what a hit is offered with, and what a unit is worth.
 
 Every value here was chosen by measurement (``docs/decisions.md``; ``tiermem bench locomo
 --lodo`` for the read path). ``[delivery]`` in a configuration file sets them
@@ -8,22 +8,21 @@ the stages. They are on the configuration reference's expert page, not its first
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Any
+
+from pydantic import Field, model_validator
 from tiermem.config.section import Section
+
+REMOVED = ("reply", "previous", "burst", "decay", "reach", "piece", "neighbour_tokens")
+"""``[delivery]`` settings that lost leave-one-dataset-out and left (``docs/decisions.md``)."""
 
 
 class Expansion(Section):
-    """How much a neighbour of a hit is worth, as a share of the hit's value; 0 turns it off.
+    """What a hit is offered with beyond its own turns, and how much each unit is worth.
 
-    ``burst``: a turn of the hit's own burst (the same speaker, no one between);
-    ``reply`` / ``previous``: the first turn of the burst after / before, each further turn
-    of that burst worth ``decay`` times the one before; ``reach``: the most neighbours
-    offered on each side; ``member``: each turn of a hit of several turns (an exchange) on
-    its own, for when the whole does not fit (a long answer to a short question);
-    ``piece``: the share of its rank's value that a hit is worth when it is a piece of a
-    long turn (``tiermem.roles.extract.CHUNK_WORDS``): it matched a part, the budget pays for
-    the whole, and one long answer cut in many pieces would otherwise hold many ranks;
-    ``distinct``: a hit whose turns better hits already found takes no rank of its own,
+    ``member``: each turn of a hit of several turns (an exchange) on its own, worth this share
+    of the hit, for when the whole does not fit (a long answer to a short question); 0 offers
+    none. ``distinct``: a hit whose turns better hits already found takes no rank of its own,
     and no place among the ``k`` hits of a search (``tiermem.pipeline.read.distinct``).
     ``later``: the share of a hit's value that a later statement close to it is worth (a
     changed fact's new value), for the first ``later_hits`` hits, at most ``later_per_hit``
@@ -32,22 +31,18 @@ class Expansion(Section):
     none. ``later_retrieved``: a later statement that retrieval returned too is offered at
     that share as well, beyond ``later_per_hit`` (it keeps its own rank when that is worth
     more): the newest statement of a changed fact often ranks below the old one.
-    ``neighbour_tokens``: a neighbour longer than this many tokens keeps only
-    ``neighbour_tokens / its tokens`` of its share (a long assistant answer beside a user's
-    short turn); ``long_tokens``: the same for every unit, hits too
-    (``tiermem.pipeline.deliver.length_share``); ``long_share``: with a budget, that
-    reference is at most this share of it (``long_reference``): at 300 tokens a unit of 280
-    would take the room of three or four short hits. 0 drops a limit; ``neighbour_tokens`` 0
-    turns its rule off, ``long_tokens`` and ``long_share`` both 0 theirs. At ``answer()``'s
-    budget (1,200) the reference is 300 tokens."""
+    ``long_tokens``: a unit longer than this many tokens keeps only ``long_tokens / its
+    tokens`` of its value (``tiermem.pipeline.deliver.length_share``); ``long_share``: with a
+    budget, that reference is at most this share of it (``long_reference``): at 300 tokens a
+    unit of 280 would take the room of three or four short hits. 0 drops a limit, both 0 the
+    rule. At ``answer()``'s budget (1,200) the reference is 300 tokens.
 
-    reply: float = Field(default=0.5, ge=0, le=1)
-    previous: float = Field(default=0.3, ge=0, le=1)
-    burst: float = Field(default=0.8, ge=0, le=1)
-    decay: float = Field(default=0.7, ge=0, le=1)
-    reach: int = Field(default=4, ge=0)
+    Every value was chosen leave-one-dataset-out (``tiermem bench locomo --lodo``,
+    ``docs/benchmarks.md``); the neighbours of a hit (the turns beside it in its session) and
+    a discount for a hit on a piece of a long turn lost there and are gone
+    (``docs/decisions.md``)."""
+
     member: float = Field(default=0.9, ge=0, le=1)
-    piece: float = Field(default=0.5, ge=0, le=1)
     distinct: bool = True
     later: float = Field(default=0.05, ge=0, le=1)  # context(); answer(): answer_later
     later_hits: int = Field(default=4, ge=0)
@@ -55,9 +50,19 @@ class Expansion(Section):
     later_similarity: float = Field(default=0.5, ge=-1, le=1)
     later_max_tokens: int = Field(default=80, ge=0)
     later_retrieved: bool = True
-    neighbour_tokens: int = Field(default=100, ge=0)
     long_tokens: int = Field(default=400, ge=0)
     long_share: float = Field(default=0.25, ge=0, le=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_removed(cls, data: Any) -> Any:
+        gone = sorted(set(data) & set(REMOVED)) if isinstance(data, dict) else []
+        if gone:
+            raise ValueError(
+                f"delivery {', '.join(gone)}: removed (neighbours of a hit and the piece "
+                "discount lost leave-one-dataset-out, docs/decisions.md); delete the line"
+            )
+        return data
 
     def long_reference(self, budget_tokens: int | None) -> int:
         """The length past which any unit is worth less per token, for ``budget_tokens``
@@ -74,4 +79,4 @@ class Expansion(Section):
         return min(limits, default=0)
 
 
-__all__ = ["Expansion"]
+__all__ = ["REMOVED", "Expansion"]

@@ -1,15 +1,18 @@
 """Stage: from search hits to the context a generator reads (``Memory.context()``).
 
-Hits become units, best first: an entry's source turns, or a line for an LTM fact or an entry
-whose turns are gone. Around each turn hit its neighbours are offered too, worth a share of
-the hit, walking out from it in the session: first the rest of the speaker's burst (people
-send a thought in several short messages), then the burst that answers it (the answer often
-sits in the reply) or the one it answers. When speakers alternate, that is the turn after and
-the turn before. A long unit (an assistant's long answer offered beside a user's short turn)
-is worth less per token past ``Expansion.neighbour_tokens`` / ``long_tokens``, and any unit
-past ``long_share`` of the budget (a quarter by default): the budget it takes is worth more
-to the next short hits. ``tiermem.context.pack`` then fills the
-budget."""
+Hits become units, best first, each worth its rank's value: an entry's source turns, or a line
+for an LTM fact or an entry whose turns are gone. A hit of several turns (an exchange) also
+offers each of its turns alone, for when the whole does not fit; a hit on a piece of a long
+turn offers the piece as the fallback of the whole. The later statements close to a hit (a
+changed fact's new value) are offered at a share of it. A unit longer than
+``Expansion.long_tokens``, or than ``long_share`` of the budget (a quarter by default), is worth
+less per token: the budget it takes is worth more to the next short hits.
+``tiermem.context.pack`` then fills the budget.
+
+The turns beside a hit in its session (its reply, the lead-in, the rest of a speaker's burst)
+were offered too until they lost leave-one-dataset-out (``docs/decisions.md``): they took a
+third of the budget on real chats, and the exchanges that the write path indexes already
+deliver a question with its answer."""
 
 from __future__ import annotations
 
@@ -45,46 +48,6 @@ def hit_value(rank: int) -> float:
     """A hit's worth by its rank: hits far down a ranking are worth less than the replies to
     the first ones, whatever their raw scores (which are not comparable across retrievers)."""
     return 1.0 / (1.0 + rank)
-
-
-def neighbours(
-    edge: ContextTurn,
-    step: int,
-    by_place: Mapping[tuple[str, int], ContextTurn],
-    expansion: Expansion,
-) -> list[tuple[str, float]]:
-    """The turns beside ``edge`` in direction ``step`` (+1 after, -1 before) with their
-    shares: the rest of ``edge``'s burst, then the adjacent burst of the other speaker.
-
-    >>> from datetime import UTC, datetime
-    >>> t = datetime(2026, 1, 1, tzinfo=UTC)
-    >>> ts = [ContextTurn(f"t{i}", "s", i, who, "x", t) for i, who in enumerate("AABBA")]
-    >>> place = {(x.session_id, x.position): x for x in ts}
-    >>> [(i, round(s, 2)) for i, s in neighbours(ts[0], 1, place, Expansion())]
-    [('t1', 0.8), ('t2', 0.5), ('t3', 0.35)]
-    """
-    share_other = expansion.reply if step > 0 else expansion.previous
-    out: list[tuple[str, float]] = []
-    other: str | None = None
-    position = edge.position + step
-    while len(out) < expansion.reach:
-        turn = by_place.get((edge.session_id, position))
-        if turn is None:
-            break
-        if other is None and turn.speaker == edge.speaker:
-            share = expansion.burst
-        else:
-            if other is None:
-                other, share = turn.speaker, share_other
-            elif turn.speaker != other:
-                break
-            else:
-                share = out[-1][1] * expansion.decay
-        if share <= 0:
-            break
-        out.append((turn.turn_id, share))
-        position += step
-    return out
 
 
 def _piece(hit: SearchHit, turns: Mapping[str, ContextTurn]) -> str | None:
@@ -199,13 +162,11 @@ def hit_units(
     tokens: Callable[[ContextTurn], int] | None = None,
     budget_tokens: int | None = None,
 ) -> list[Unit]:
-    """Units for ``hits`` (best first), their neighbours and the later statements offered
-    for them (``offered``: turn ids by hit id, each worth ``expansion.later`` of its hit),
-    best value first. With ``tokens`` (a turn's cost), long units are worth less
-    (``length_share``): a neighbour past ``expansion.neighbour_tokens``, then any unit past
-    ``expansion.long_reference(budget_tokens)`` (a neighbour past both is discounted by
-    both; a piece's unit by its whole turn's cost, though its fallback line is shorter)."""
-    by_place = {(t.session_id, t.position): t for t in turns.values()}
+    """Units for ``hits`` (best first), the parts of each hit of several turns, and the
+    later statements offered for them (``offered``: turn ids by hit id, each worth
+    ``expansion.later`` of its hit), best value first. With ``tokens`` (a turn's cost), a
+    unit past ``expansion.long_reference(budget_tokens)`` is worth less (``length_share``; a
+    piece's unit by its whole turn's cost, though its fallback line is shorter)."""
 
     def cost(ids: Sequence[str]) -> int:  # 0: lengths do not count (no counter, no turns)
         if tokens is None:
@@ -225,18 +186,9 @@ def hit_units(
         if hit.tier is Tier.LTM or not own:
             units.append(Unit((), value, render_memory(hit.item)))
             continue
-        piece = _piece(hit, turns)
-        if piece is not None:
-            value *= expansion.piece
-        units.append(Unit(own, value, fallback=piece))
+        units.append(Unit(own, value, fallback=_piece(hit, turns)))
         if len(own) > 1 and expansion.member > 0:  # when the whole does not fit, its parts
             units.extend(Unit((t,), value * expansion.member) for t in own)
-        for step, edge in ((1, turns[own[-1]]), (-1, turns[own[0]])):
-            for near, share in neighbours(edge, step, by_place, expansion):
-                if near not in own:
-                    if expansion.neighbour_tokens > 0:
-                        share *= length_share(cost((near,)), expansion.neighbour_tokens)
-                    units.append(Unit((near,), value * share))
         for newer in (later or {}).get(hit.id, ()):
             units.append(Unit(newer, value * expansion.later))
     reference = expansion.long_reference(budget_tokens)
@@ -282,7 +234,7 @@ def offer_units(
     budget_tokens: int,
     expansion: Expansion,
 ) -> Offer:
-    """The units offered for ``hits``: their turns, neighbours and later statements, valued
+    """The units offered for ``hits``: their turns, their parts and later statements, valued
     (``hit_units``). ``build_context`` packs them; the inspector traces them."""
     retrieved = {t for h in hits for t in h.source_turn_ids}  # these have a rank of their own
     later = later_statements(c, user_id, hits, expansion, retrieved)
@@ -341,7 +293,6 @@ __all__ = [
     "hit_vectors",
     "later_statements",
     "length_share",
-    "neighbours",
     "offer_units",
     "offered",
 ]

@@ -1,7 +1,7 @@
 """The context ``Memory.context()`` and ``answer()`` build, unit by unit, for the inspector.
 
-The read path ranks *units* (a hit's turns, a turn beside it, a later statement of the same
-speaker, an LTM fact as a line) and packs them best first into the budget
+The read path ranks *units* (a hit's turns, one turn of an exchange, a later statement of the
+same speaker, an LTM fact as a line) and packs them best first into the budget
 (``tiermem.pipeline.deliver``). It keeps no record of which unit was taken and why; this
 module takes the same stages again over the same hits and replays the packing one unit at a
 time, so each unit says which hit it came with, what it cost (or would have), and why it was
@@ -49,7 +49,6 @@ class Origin(StrEnum):
 
     HIT = "hit"  # the hit's own turns, or its line (an LTM fact, an entry whose turns are gone)
     PART = "part"  # one turn of a hit of several turns, offered in case the whole does not fit
-    NEIGHBOUR = "neighbour"  # a turn beside the hit in its session (the reply, the lead-in)
     LATER = "later"  # a later statement of the hit's speaker close to it (a changed fact)
 
 
@@ -170,10 +169,8 @@ def origins(
                 origin = Origin.HIT
             elif unit.turn_ids in later:
                 origin = Origin.LATER
-            elif len(unit.turn_ids) == 1 and unit.turn_ids[0] in own:
+            else:  # one turn of a hit of several
                 origin = Origin.PART
-            else:
-                origin = Origin.NEIGHBOUR
             found.setdefault((unit.turn_ids, unit.line), (index, origin))
     return found
 

@@ -28,7 +28,7 @@ def test_each_data_set_is_scored_by_the_choice_made_on_the_others(
 ) -> None:
     locomo, lme = files
     configs = dataset_configs(_base(tmp_path), [locomo, lme])
-    candidates = parse_grid(["delivery.reply=0.0", "delivery.previous=0.0,0.3"])
+    candidates = parse_grid(["delivery.member=0.0", "delivery.later=0.0,0.05"])
     assert len(candidates) == 3
     out = tmp_path / "lodo"
     folds = run_lodo(configs, candidates, out, Console(quiet=True))
@@ -57,7 +57,7 @@ def test_each_data_set_is_scored_by_the_choice_made_on_the_others(
     assert (out / "c0" / "lme_fx" / "state").is_dir()
     table = (out / "lodo.md").read_text()
     assert "| locomo_fx |" in table
-    assert "- 1: delivery.reply=0.0 delivery.previous=0.0" in table
+    assert "- 1: delivery.member=0.0 delivery.later=0.0" in table
     # each candidate against the defaults, per data set, as the table and lodo.json give it
     saved = json.loads((out / "lodo.json").read_text())["against_defaults"]
     for i, row in enumerate(saved):
@@ -69,7 +69,7 @@ def test_each_data_set_is_scored_by_the_choice_made_on_the_others(
             ]
             assert row[name] == pytest.approx(mean[0] - mean[1])
     assert (
-        f"| 2: delivery.reply=0.0 delivery.previous=0.3 | {100 * saved[2]['locomo_fx']:+.1f}"
+        f"| 2: delivery.member=0.0 delivery.later=0.05 | {100 * saved[2]['locomo_fx']:+.1f}"
         in table
     )
 
@@ -94,15 +94,15 @@ def test_bad_grids_and_runs_are_refused(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     with pytest.raises(BenchInputError, match=r"section\.setting=value"):
-        parse_grid(["reply=0.3"])
+        parse_grid(["member=0.3"])
     with pytest.raises(BenchInputError, match=r"section\.setting=value"):
-        parse_grid(["delivery.reply=,"])
+        parse_grid(["delivery.member=,"])
     with pytest.raises(BenchInputError, match="only read-path settings"):
         parse_grid(["slm.writer_supersedes=true"])  # it would be judged on the same memories
     with pytest.raises(BenchInputError, match="only read-path settings"):
-        parse_grid([], ["delivery.reply=0 slm.writer_supersedes=true"])
+        parse_grid([], ["delivery.member=0 slm.writer_supersedes=true"])
     with pytest.raises(BenchInputError, match="--lodo-try"):
-        parse_grid([], ["delivery.reply=0,1"])  # one value each: it is one candidate
+        parse_grid([], ["delivery.member=0,1"])  # one value each: it is one candidate
     locomo, lme = files
     both = dataset_configs(_base(tmp_path), [locomo, lme])
     with pytest.raises(BenchInputError, match=r"delivery\.no_such_knob"):
@@ -115,7 +115,7 @@ def test_bad_grids_and_runs_are_refused(
     data = tmp_path / "x.json"
     data.write_text("[]")
     argv = ["bench", "locomo", "--data", str(data), "--out", str(tmp_path / "o")]
-    assert main([*argv, "--lodo-grid", "delivery.reply=0.1"]) == 2
+    assert main([*argv, "--lodo-grid", "delivery.member=0.1"]) == 2
     assert "add --lodo" in capsys.readouterr().out
-    assert main([*argv, "--lodo-try", "delivery.reply=0.1"]) == 2
+    assert main([*argv, "--lodo-try", "delivery.member=0.1"]) == 2
     assert "add --lodo" in capsys.readouterr().out

@@ -74,20 +74,14 @@ def test_the_budget_is_a_ceiling_and_a_unit_too_big_is_passed_over() -> None:
     assert pack([Unit(("gone",), 1.0)], turns, 1000).turn_ids == ()
 
 
-def test_neighbours_are_worth_a_share_of_their_hit() -> None:
+def test_a_hit_is_offered_alone_at_its_rank_not_with_the_turns_beside_it() -> None:
     turns = _turns()
     hits = _hits([("s1:1",), ("s2:1",)])
-    units = hit_units(hits, turns, Expansion(reply=0.5, previous=0.3))
-    assert [(u.turn_ids, round(u.value, 3)) for u in units] == [
-        (("s1:1",), 1.0),
-        (("s1:2",), 0.5),  # the reply to the best hit ties the second hit, offered first
-        (("s2:1",), 0.5),
-        (("s1:0",), 0.3),
-        (("s2:0",), 0.15),  # s2:1 is the last turn of its session: it has no reply
-    ]
+    units = hit_units(hits, turns, Expansion())
+    assert [(u.turn_ids, round(u.value, 3)) for u in units] == [(("s1:1",), 1.0), (("s2:1",), 0.5)]
 
 
-def test_a_piece_of_a_long_turn_is_worth_a_share_of_its_rank() -> None:
+def test_a_piece_of_a_long_turn_is_worth_its_rank_and_falls_back_to_the_piece() -> None:
     from tiermem.types import MemoryEntry, MemoryKind, ScoreExplanation, SearchHit
 
     turns = _turns()
@@ -97,20 +91,19 @@ def test_a_piece_of_a_long_turn_is_worth_a_share_of_its_rank() -> None:
     long_answer = "Ben: The orchestra plays Mahler"  # what a piece of s2:0 would hold
     piece = MemoryEntry("p", "u", long_answer, MemoryKind.TURN, T0, T0, source_turn_ids=("s2:0",))
     hits = [SearchHit(piece, 1.0, ScoreExplanation({}, "")), *_hits([("s1:2",)])]
-    plain = Expansion(reply=0, previous=0, burst=0, member=0)
-    units = hit_units(hits, turns, plain.model_copy(update={"piece": 0.4}))
-    # the piece matched a part and the budget pays for the whole turn: the next hit, whole
-    # and cheap, goes first; the piece is still the fallback when the whole does not fit
-    assert [(u.turn_ids, u.value) for u in units] == [(("s1:2",), 0.5), (("s2:0",), 0.4)]
-    fallback = units[1].fallback
+    plain = Expansion(member=0, later=0, long_tokens=0, long_share=0)
+    units = hit_units(hits, turns, plain)
+    # the whole turn at the piece's rank; the piece is delivered when the whole does not fit
+    assert [(u.turn_ids, u.value) for u in units] == [(("s2:0",), 1.0), (("s1:2",), 0.5)]
+    fallback = units[0].fallback
     assert fallback is not None
     assert fallback.endswith(long_answer)
+    counter = ApproxTokenCounter()
+    room = counter.count(turns["s2:0"].line) // 2  # the piece fits, the whole turn does not
+    assert long_answer.split(": ", 1)[1] in pack(units[:1], turns, room, counter).text
     whole_hit = replace(piece, text=turns["s2:0"].line)
     hits_whole = [SearchHit(whole_hit, 1.0, ScoreExplanation({}, "")), *_hits([("s1:2",)])]
-    whole = hit_units(hits_whole, turns, plain.model_copy(update={"piece": 0.4}))
-    assert [(u.turn_ids, u.value) for u in whole] == [(("s2:0",), 1.0), (("s1:2",), 0.5)]
-    unshared = hit_units(hits, turns, plain.model_copy(update={"piece": 1.0}))
-    assert [u.turn_ids for u in unshared] == [("s2:0",), ("s1:2",)]
+    assert hit_units(hits_whole, turns, plain)[0].fallback is None  # the turn itself: no piece
 
 
 def test_a_sentence_of_a_short_turn_stands_for_the_whole_turn() -> None:
@@ -120,8 +113,7 @@ def test_a_sentence_of_a_short_turn_stands_for_the_whole_turn() -> None:
     said = "Ben: The orchestra plays Mahler"
     sentence = MemoryEntry("p", "u", said, MemoryKind.TURN, T0, T0, source_turn_ids=("s2:0",))
     hits = [SearchHit(sentence, 1.0, ScoreExplanation({}, "")), *_hits([("s1:2",)])]
-    plain = Expansion(reply=0, previous=0, burst=0, member=0)
-    units = hit_units(hits, turns, plain.model_copy(update={"piece": 0.4}))
+    units = hit_units(hits, turns, Expansion(member=0))
     # worth its rank, no fallback line: the whole turn costs little more than the sentence
     assert [(u.turn_ids, u.value, u.fallback) for u in units] == [
         (("s2:0",), 1.0, None),
@@ -144,17 +136,17 @@ def _answered(
     return turns, counter, {t: counter.count(turn.line) for t, turn in turns.items()}
 
 
-def test_a_long_reply_is_worth_less_than_a_short_hit_when_lengths_count() -> None:
-    # A user's short turn, the assistant's long answer to it, and a short hit elsewhere: a
-    # budget that holds the first turn and its answer, but not the second hit as well.
+def test_a_long_hit_is_worth_less_than_a_short_one_when_lengths_count() -> None:
+    # An assistant's long answer ranked first, a user's short turn second: a budget that
+    # holds the long answer, but not the short turn as well.
     turns, counter, tokens = _answered(
         "I keep my sneakers under the bed.",
         30,
         ContextTurn("b:0", "b", 0, "User", "I moved them to the closet.", DAY2),
     )
-    assert tokens["a:1"] > 200 > 20 > tokens["a:0"]
-    hits = _hits([("a:0",), ("b:0",)])
-    budget = pack([Unit(("a:0", "a:1"), 1.0)], turns, 10**6, counter).tokens
+    assert tokens["a:1"] > 200 > 20 > tokens["b:0"]
+    hits = _hits([("a:1",), ("b:0",)])
+    budget = pack([Unit(("a:1",), 1.0)], turns, 10**6, counter).tokens
 
     def valued(expansion: Expansion) -> dict[tuple[str, ...], float]:
         units = hit_units(hits, turns, expansion, tokens=lambda t: tokens[t.turn_id])
@@ -164,54 +156,17 @@ def test_a_long_reply_is_worth_less_than_a_short_hit_when_lengths_count() -> Non
         units = hit_units(hits, turns, expansion, tokens=lambda t: tokens[t.turn_id])
         return pack(units, turns, budget, counter).turn_ids
 
-    plain = Expansion(reply=0.6, previous=0.3, later=0, neighbour_tokens=0, long_tokens=0)
-    # by value alone, the answer (0.6 of the first hit) is packed before the second hit (0.5)
-    assert valued(plain)[("a:1",)] == pytest.approx(0.6)
-    assert delivered(plain) == ("a:0", "a:1")
-    # it keeps 100 / its tokens of its share past 100 tokens: now the second hit goes first
-    by_neighbour = valued(plain.model_copy(update={"neighbour_tokens": 100}))
-    assert by_neighbour[("a:1",)] == pytest.approx(0.6 * 100 / tokens["a:1"])
-    assert by_neighbour[("b:0",)] == pytest.approx(0.5)  # a short hit keeps its worth
-    assert delivered(plain.model_copy(update={"neighbour_tokens": 100})) == ("a:0", "b:0")
-    # long_tokens discounts every unit, hits too: a long hit falls behind a short one
-    long_hit = valued(plain.model_copy(update={"long_tokens": 100}))
-    assert long_hit[("a:1",)] == pytest.approx(0.6 * 100 / tokens["a:1"])
-    assert delivered(plain.model_copy(update={"long_tokens": 100})) == ("a:0", "b:0")
-    ranked_first = hit_units(
-        _hits([("a:1",), ("b:0",)]),
-        turns,
-        plain.model_copy(update={"long_tokens": 100}),
-        tokens=lambda t: tokens[t.turn_id],
-    )
-    order = [u.turn_ids for u in ranked_first]
-    assert order[0] == ("b:0",)  # the short second hit, before the long first one
-    # both: a neighbour past both references is discounted by both
-    both = valued(plain.model_copy(update={"neighbour_tokens": 100, "long_tokens": 200}))
-    assert both[("a:1",)] == pytest.approx(0.6 * 100 / tokens["a:1"] * 200 / tokens["a:1"])
+    plain = Expansion(later=0, long_tokens=0, long_share=0)
+    # by rank alone the long answer is packed first and takes the budget
+    assert valued(plain)[("a:1",)] == pytest.approx(1.0)
+    assert delivered(plain) == ("a:1",)
+    # past long_tokens it keeps long_tokens / its tokens of its worth: the short hit first
+    discounted = valued(plain.model_copy(update={"long_tokens": 100}))
+    assert discounted[("a:1",)] == pytest.approx(100 / tokens["a:1"])
+    assert discounted[("b:0",)] == pytest.approx(0.5)  # a short hit keeps its worth
+    assert delivered(plain.model_copy(update={"long_tokens": 100}))[0] == "b:0"
     # a reference above every length changes nothing
-    assert valued(
-        plain.model_copy(update={"neighbour_tokens": 10**4, "long_tokens": 10**4})
-    ) == valued(plain)
-
-
-def test_by_default_a_reply_of_a_few_hundred_tokens_goes_after_the_third_hit() -> None:
-    # LongMemEval-S at 300 tokens: the assistant's 100-200-token answer beside the first hit
-    # (0.5 of it) took the budget that the third hit (1/3), the other evidence turn, needed.
-    # (No budget passed: neighbour_tokens and long_tokens alone, not long_share.)
-    turns, counter, tokens = _answered(
-        "I play tennis at the park on Sundays.",
-        15,
-        ContextTurn("b:0", "b", 0, "User", "My racket needs new strings.", DAY1),
-        ContextTurn("c:0", "c", 0, "User", "Now I play every other Sunday.", DAY2),
-    )
-    assert 150 < tokens["a:1"] < 300  # under the old reference (300) it kept its whole share
-    hits = _hits([("a:0",), ("b:0",), ("c:0",)])
-    units = hit_units(hits, turns, Expansion(), tokens=lambda t: tokens[t.turn_id])
-    order = [u.turn_ids for u in units]
-    assert order.index(("c:0",)) < order.index(("a:1",))
-    # a budget that holds the first hit and its answer: the three hits come first and fit
-    budget = pack([Unit(("a:0", "a:1"), 1.0)], turns, 10**6, counter).tokens
-    assert pack(units, turns, budget, counter).turn_ids == ("a:0", "b:0", "c:0")
+    assert valued(plain.model_copy(update={"long_tokens": 10**4})) == valued(plain)
 
 
 def test_at_a_small_budget_a_unit_past_a_quarter_of_it_goes_after_short_hits() -> None:
@@ -253,8 +208,8 @@ def test_an_edited_turn_entry_is_not_a_piece_of_its_turn() -> None:
     from tiermem.types import MemoryEntry, MemoryKind, ScoreExplanation, SearchHit
 
     turns = _turns()
-    plain = Expansion(reply=0, previous=0, burst=0, member=0, piece=0.4)
-    # ``update`` gave the entry new words: it is the turn's memory, worth its whole rank
+    plain = Expansion(member=0)
+    # ``update`` gave the entry new words: it is the turn's memory, with no piece to fall back on
     edited = "Ben: The orchestra plays Bruckner on Friday."
     entry = MemoryEntry("e", "u", edited, MemoryKind.TURN, T0, T0, source_turn_ids=("s2:0",))
     hits = [SearchHit(entry, 1.0, ScoreExplanation({}, "")), *_hits([("s1:2",)])]
@@ -279,42 +234,11 @@ def _burst_turns() -> dict[str, ContextTurn]:
     }
 
 
-def test_neighbours_follow_bursts_not_single_turns() -> None:
-    turns = _burst_turns()
-    expansion = Expansion(reply=0.5, previous=0.3, burst=0.8, decay=0.7, reach=4)
-    # A question: its answer is the whole burst after it, each message worth less.
-    asked = hit_units(_hits([("b0",)]), turns, expansion)
-    assert [(u.turn_ids, round(u.value, 3)) for u in asked] == [
-        (("b0",), 1.0),
-        (("b1",), 0.5),
-        (("b2",), 0.35),
-        (("b3",), 0.245),
-    ]
-    # A message in the middle of a burst: the rest of the burst first, then the bursts
-    # around it (Ana's question before, her reply after).
-    middle = hit_units(_hits([("b2",)]), turns, expansion)
-    assert [(u.turn_ids, round(u.value, 3)) for u in middle] == [
-        (("b2",), 1.0),
-        (("b3",), 0.8),
-        (("b1",), 0.8),
-        (("b4",), 0.5),
-        (("b0",), 0.3),
-    ]
-    # Alternating speakers: the turn after and the turn before, as always.
-    assert [u.turn_ids for u in hit_units(_hits([("s1:1",)]), _turns(), expansion)] == [
-        ("s1:1",),
-        ("s1:2",),
-        ("s1:0",),
-    ]
-
-
 def test_an_exchange_too_long_for_the_budget_still_delivers_its_turns() -> None:
     turns = _burst_turns()
     long_answer = replace(turns["b1"], text="the blue one " * 60)
     turns = {**turns, "b1": long_answer}
-    units = hit_units(
-        _hits([("b0", "b1")]), turns, Expansion(member=0.9, reply=0, previous=0, burst=0)
-    )
+    units = hit_units(_hits([("b0", "b1")]), turns, Expansion(member=0.9))
     assert [u.turn_ids for u in units] == [("b0", "b1"), ("b0",), ("b1",)]
     ctx = pack(units, turns, 40)
     assert ctx.turn_ids == ("b0",)  # the question fits; the exchange and its answer do not
@@ -351,21 +275,23 @@ def _ingest(memory: Memory) -> None:
     memory.add(chat(("user", "I booked a violin lesson."), start=later), "ana", "s2")
 
 
-def test_context_delivers_the_reply_that_answers_the_matching_turn(
+def test_context_delivers_the_answer_to_the_matching_turn_through_its_exchange(
     make_memory: MemoryFactory,
 ) -> None:
     memory = make_memory()
     _ingest(memory)
     query = "Maya birthday dinner"
-    bare = memory.context(query, "ana", budget_tokens=400, k=1, expand=False)
-    assert len(bare.turn_ids) == 1
-    assert "Casa Alfama" not in bare.text
-    ctx = memory.context(query, "ana", budget_tokens=400, k=1)
-    assert "Casa Alfama" in ctx.text  # the reply to the hit, next to it in one snippet
+    ctx = memory.context(query, "ana", budget_tokens=400, k=2)
+    # the question alone, then the exchange it opens (question and answer, one entry): the
+    # answer is delivered next to its question, in one snippet
+    assert [len(h.entry.source_turn_ids) for h in ctx.hits] == [1, 2]
+    assert "Casa Alfama" in ctx.text
     assert len(ctx.snippets) == 1
     assert ctx.text.splitlines()[0] == "[2 March 2026]"
     assert ctx.tokens <= 400
-    assert [h.entry.source_turn_ids for h in ctx.hits] == [(ctx.turn_ids[0],)]
+    alone = memory.context(query, "ana", budget_tokens=400, k=1)
+    assert "Casa Alfama" not in alone.text  # no turn beside a hit is offered on its own
+    assert [h.entry.source_turn_ids for h in alone.hits] == [(alone.turn_ids[0],)]
 
 
 def test_context_respects_small_budgets_and_refuses_bad_ones(make_memory: MemoryFactory) -> None:
@@ -424,7 +350,7 @@ def test_a_turn_found_again_takes_no_second_rank() -> None:
     turns = _turns()
     # the turn alone, then the exchange holding it, then another find
     hits = _hits([("s1:1",), ("s1:0", "s1:1"), ("s2:0",)])
-    plain = Expansion(reply=0, previous=0, burst=0, member=0, distinct=False)
+    plain = Expansion(member=0, distinct=False)
     assert [(u.turn_ids, round(u.value, 2)) for u in hit_units(hits, turns, plain)][-1] == (
         ("s2:0",),
         0.33,

@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from tiermem import ManualClock, Memory, Tier, TiermemConfig
 from tiermem.config import DeliveryConfig, merge_overrides
+from tiermem.config.tuning import REMOVED
+from tiermem.errors import ConfigError
 from tiermem.policy import Policy, policy_from_config
 from tiermem.slm.base import SLMRequest
 from tiermem.types import VERBATIM_KINDS
@@ -209,14 +211,20 @@ def _delivered(config: TiermemConfig, clock: ManualClock) -> object:
         return len(context.hits), len(context.turn_ids), answer.context_tokens
 
 
+@pytest.mark.parametrize("name", REMOVED)
+def test_a_removed_delivery_setting_is_refused_by_name(name: str) -> None:
+    """The neighbour shares and the piece discount lost leave-one-dataset-out and left: a
+    configuration still setting one is told so, not silently run without it."""
+    with pytest.raises(ConfigError, match=f"delivery {name}: removed"):
+        merge_overrides(TiermemConfig.for_tests(), {"delivery": {name: 0.5}})
+
+
 @pytest.mark.parametrize(
     ("name", "values", "others"),
     [
         ("tokens_per_hit", (25, 600), {}),  # 48 hits asked for, or default_k's 5
         ("max_hits", (200, 1), {"tokens_per_hit": 1}),
         ("answer_budget_tokens", (1200, 12), {}),
-        # one hit, and the rest of its speaker's burst (every fact is one speaker's)
-        ("burst", (0.8, 0.0), {"max_hits": 1, "tokens_per_hit": 1, "previous": 0, "reply": 0}),
     ],
 )
 def test_delivery_settings_change_what_is_delivered(

@@ -87,7 +87,7 @@ def test_a_later_statement_that_ranks_low_is_offered_at_the_later_share(tmp_path
     def delivered(retrieved: bool) -> list[str]:
         shares = {"later": 0.6, "later_similarity": 0.3, "later_retrieved": retrieved}
         # lengths aside: a quarter of this budget (long_share) is shorter than every turn
-        plain = {"reply": 0.0, "previous": 0.0, "burst": 0.0, "long_share": 0.0}
+        plain = {"long_share": 0.0}
         config = config_for("memory", tmp_path)
         with Memory(merge_overrides(config, {"delivery": shares | plain})) as memory:
             for i, text in enumerate(fillers):

@@ -6,7 +6,7 @@
 const API = new URL("v1/", window.location.href);
 const KEY_SLOT = "tiermem-inspector-key";
 const OPS = { ADD: "created", MERGE: "merged", SUPERSEDE: "superseded", UPDATE: "updated", DELETE: "deleted" };
-const ORIGINS = { hit: "the hit", part: "part of the hit", neighbour: "beside the hit", later: "later statement" };
+const ORIGINS = { hit: "the hit", part: "part of the hit", later: "later statement" };
 const state = { key: null, info: null, user: null, entries: [] };
 
 function $(id) { return document.getElementById(id); }
