@@ -27,7 +27,7 @@ from tiermem.embedding.base import EmbedMode, Vectors, check_vectors
 from tiermem.pipeline.read import FoundTurns, concurrently
 from tiermem.render import index_text, render_memory
 from tiermem.roles.extract import cut_in_pieces
-from tiermem.stores.base import ScoredEntry
+from tiermem.stores.base import ScoredEntry, best_first
 from tiermem.types import MemoryKind, SearchFilters, SearchHit, Tier, Turn
 
 
@@ -100,7 +100,7 @@ def later_statements(
     for hit, found in zip(chosen, concurrently(searches), strict=True):
         out[hit.id] = [
             s
-            for s in found
+            for s in best_first(found)  # ties in one order on every store
             if s.score >= expansion.later_similarity
             and s.entry.effective_time > hit.entry.effective_time
             and not any(t in passed_over for t in s.entry.source_turn_ids)

@@ -29,10 +29,32 @@ class Retrievals:
 
 @dataclass(frozen=True, slots=True)
 class HybridHits:
-    """First-stage results of one query: by dense cosine and by BM25, each best first."""
+    """First-stage results of one query: by dense cosine and by BM25, each best first, equal
+    scores in id order (``best_first``), whichever engine scored them."""
 
     dense: list[ScoredEntry]
     lexical: list[ScoredEntry]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dense", best_first(self.dense))
+        object.__setattr__(self, "lexical", best_first(self.lexical))
+
+
+def best_first(found: Sequence[ScoredEntry]) -> list[ScoredEntry]:
+    """``found`` best first, equal scores in id order. Engines order ties their own way (an
+    entry and its sentence, the same words said twice, score alike under BM25): Qdrant through
+    qdrant-client by insertion, Edge by its segments. With one order for ties, every store
+    ranks alike and so delivers alike.
+
+    >>> from datetime import UTC, datetime
+    >>> from tiermem.types import MemoryEntry, MemoryKind
+    >>> at = datetime(2026, 1, 1, tzinfo=UTC)
+    >>> s = [ScoredEntry(MemoryEntry(i, "u", "x", MemoryKind.TURN, at, at), v)
+    ...      for i, v in (("b", 0.5), ("c", 0.9), ("a", 0.5))]
+    >>> [x.entry.id for x in best_first(s)]
+    ['c', 'a', 'b']
+    """
+    return sorted(found, key=lambda s: (-s.score, s.entry.id))
 
 
 @dataclass(frozen=True, slots=True)

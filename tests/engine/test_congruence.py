@@ -226,3 +226,28 @@ def test_stored_vectors_agree_and_are_what_search_scores(qdrant_store: MTMStore)
     top = qdrant_store.search("u2", want[entries[3].id], SearchFilters(include_superseded=True), 1)
     assert top[0].entry.id == entries[3].id
     assert top[0].score == pytest.approx(1.0, abs=1e-5)
+
+
+def test_tied_scores_come_in_one_order_on_every_store(qdrant_store: MTMStore) -> None:
+    """The same words stored under several ids (a turn and its one sentence, a phrase said
+    twice) score alike; every store hands them over in id order, whatever order it was given
+    them in, so the fused ranking and what is delivered do not depend on the store."""
+    embedder = HashEmbedder(dim=64)
+    said = "cello lessons with my sister in Lisbon"
+    ids = [f"00000000-0000-4000-8000-{i:012d}" for i in (5, 1, 4, 2, 3)]  # not in id order
+    entries = [
+        MemoryEntry(i, "u1", said if n < 4 else "tea in the garden", MemoryKind.TURN, T0, T0)
+        for n, i in enumerate(ids)
+    ]
+    reference = ReferenceStore(64)
+    query = "cello Lisbon"
+    vector = embedder.embed([query], EmbedMode.QUERY)[0]
+    ranked = {}
+    for store in (reference, qdrant_store):
+        _write(store, entries, embedder)
+        found = store.hybrid_search("u1", vector, query, SearchFilters(), 8)
+        ranked[store] = ([s.entry.id for s in found.dense], [s.entry.id for s in found.lexical])
+    tied = sorted(ids[:4])
+    assert ranked[reference][0][:4] == tied
+    assert ranked[reference][1] == tied  # the fifth shares no word with the query
+    assert ranked[qdrant_store] == ranked[reference]
