@@ -41,10 +41,12 @@ class HybridHits:
 
 
 def best_first(found: Sequence[ScoredEntry]) -> list[ScoredEntry]:
-    """``found`` best first, equal scores in id order. Engines order ties their own way (an
-    entry and its sentence, the same words said twice, score alike under BM25): Qdrant through
-    qdrant-client by insertion, Edge by its segments. With one order for ties, every store
-    ranks alike and so delivers alike.
+    """``found`` best first; equal scores oldest first, then by kind, text and id. Engines
+    order ties their own way (an entry and its sentence, the same words said twice, score
+    alike under BM25): Qdrant through qdrant-client by insertion, Edge by its segments. With
+    one order for ties, every store ranks alike and so delivers alike; ids come last, as they
+    are derived from the stored user id (a tenant's user under the service, the caller's
+    embedded), so embedded and served memories order ties alike too.
 
     >>> from datetime import UTC, datetime
     >>> from tiermem.types import MemoryEntry, MemoryKind
@@ -54,7 +56,10 @@ def best_first(found: Sequence[ScoredEntry]) -> list[ScoredEntry]:
     >>> [x.entry.id for x in best_first(s)]
     ['c', 'a', 'b']
     """
-    return sorted(found, key=lambda s: (-s.score, s.entry.id))
+    return sorted(
+        found,
+        key=lambda s: (-s.score, s.entry.created_at, s.entry.kind.value, s.entry.text, s.entry.id),
+    )
 
 
 @dataclass(frozen=True, slots=True)
