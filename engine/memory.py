@@ -294,7 +294,7 @@ class Memory:
         under one date each, at most ``budget_tokens`` by the memory's token counter.
 
         ``k`` hits are retrieved (by default one per ``delivery.tokens_per_hit`` tokens of
-        budget, 25); fewer are delivered when the budget is spent first. ``hits`` of the
+        budget, 12); fewer are delivered when the budget is spent first. ``hits`` of the
         result are those delivered, with their provenance; only they count as accessed."""
         self._check_open()
         uid = validate_user_id(user_id)

@@ -39,7 +39,7 @@ class DeliveryPolicy:
     each hit is offered with (``expand=False``: nothing, ``NO_EXPANSION``).
 
     >>> DeliveryPolicy().hits_for(1200, floor=10)
-    48
+    100
     """
 
     tokens_per_hit: int = _DELIVERY.tokens_per_hit

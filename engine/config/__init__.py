@@ -186,7 +186,8 @@ class DeliveryConfig(Expansion):
     ``answer()``, the share of later statements there, and the tuning policy of expansion
     (``tiermem.config.tuning.Expansion``, whose fields this section takes)."""
 
-    tokens_per_hit: int = Field(default=25, gt=0)  # about one conversational turn
+    # one hit per this many tokens of budget: chosen leave-one-dataset-out (12 over 25 and 50)
+    tokens_per_hit: int = Field(default=12, gt=0)
     max_hits: int = Field(default=200, gt=0)
     answer_budget_tokens: int = Field(default=1200, gt=0)
     answer_later: float = Field(default=0.6, ge=0, le=1)  # later statements in answer()

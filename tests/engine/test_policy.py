@@ -222,7 +222,7 @@ def test_a_removed_delivery_setting_is_refused_by_name(name: str) -> None:
 @pytest.mark.parametrize(
     ("name", "values", "others"),
     [
-        ("tokens_per_hit", (25, 600), {}),  # 48 hits asked for, or default_k's 5
+        ("tokens_per_hit", (12, 600), {}),  # 100 hits asked for, or default_k's 5
         ("max_hits", (200, 1), {"tokens_per_hit": 1}),
         ("answer_budget_tokens", (1200, 12), {}),
     ],
