@@ -49,7 +49,7 @@ test: lint typecheck pytest
 # test must run: TIERMEM_REQUIRE_BROWSER=1 turns its skip into a failure.
 pytest: install-dev browser
 	TIERMEM_REQUIRE_BROWSER=$$(command -v chromedriver >/dev/null 2>&1 && echo 1) \
-		$(BIN)/python -m pytest -n 2
+		$(BIN)/python -m pytest -n 2 --dist worksteal
 
 # The inspector's browser test drives Debian's Chromium: installed here where apt-get runs as
 # root; anywhere else the test is skipped and says why.
@@ -61,7 +61,7 @@ browser:
 
 # The fast loop: no model file, no killed processes, no trained models (about 2 min here).
 test-fast: install-dev
-	$(BIN)/python -m pytest -n 2 -m "not slow and not real_model"
+	$(BIN)/python -m pytest -n 2 --dist worksteal -m "not slow and not real_model"
 
 # Regenerate docs/configuration.md, docs/cli.md and docs/presets.md from the code.
 docs: install

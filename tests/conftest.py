@@ -178,3 +178,17 @@ def fill(disk: Path) -> Path:
 def _write_forever(fd: int) -> None:
     while True:
         os.write(fd, bytes(4096))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Longest first: the real-model tests, then the other slow ones, then the rest, each in
+    collection order. Under ``make test``'s two workers (``--dist worksteal``) the longest
+    start at once, and the other worker takes the short ones, stealing what is left, instead
+    of a long test starting last and running alone at the end."""
+
+    def tier(item: pytest.Item) -> int:
+        if item.get_closest_marker("real_model"):
+            return 0
+        return 1 if item.get_closest_marker("slow") else 2
+
+    items.sort(key=tier)  # stable: collection order within a tier
