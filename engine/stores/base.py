@@ -30,7 +30,7 @@ class Retrievals:
 @dataclass(frozen=True, slots=True)
 class HybridHits:
     """First-stage results of one query: by dense cosine and by BM25, each best first, equal
-    scores in id order (``best_first``), whichever engine scored them."""
+    scores in one order (``best_first``), whichever engine scored them."""
 
     dense: list[ScoredEntry]
     lexical: list[ScoredEntry]

@@ -230,8 +230,9 @@ def test_stored_vectors_agree_and_are_what_search_scores(qdrant_store: MTMStore)
 
 def test_tied_scores_come_in_one_order_on_every_store(qdrant_store: MTMStore) -> None:
     """The same words stored under several ids (a turn and its one sentence, a phrase said
-    twice) score alike; every store hands them over in id order, whatever order it was given
-    them in, so the fused ranking and what is delivered do not depend on the store."""
+    twice) score alike; every store hands them over in one order (at one time, of one kind and
+    text: by id), whatever order it was given them in, so the fused ranking and what is
+    delivered do not depend on the store."""
     embedder = HashEmbedder(dim=64)
     said = "cello lessons with my sister in Lisbon"
     ids = [f"00000000-0000-4000-8000-{i:012d}" for i in (5, 1, 4, 2, 3)]  # not in id order
