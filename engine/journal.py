@@ -318,20 +318,26 @@ class Journal:
                 self._rollback()  # nothing was written: ends the read
         return AddSnapshot(unfinished, known, tail)
 
-    def sessions_of(self, user_id: str, turn_ids: Sequence[str]) -> list[Turn]:
-        """Every stored turn of the sessions that hold these turns of this user, each session
-        in the order its turns were said: what a context around them reads, in one query."""
+    def placed_turns(self, user_id: str, turn_ids: Sequence[str]) -> list[tuple[Turn, int]]:
+        """These stored turns of this user, in session order, each with its place in its
+        session (how many of the session's turns were said before it): what a context of
+        them reads, in one query that reads no other turn's text (a session may hold
+        thousands of turns, and a context names a few)."""
         if not turn_ids:
             self._check_open()
             return []
         marks = ",".join("?" * len(turn_ids))
         rows = self._query(
-            f"SELECT {_TURN_COLUMNS} FROM turns"
-            " WHERE user_id = ? AND session_id IN (SELECT session_id FROM turns"
-            f" WHERE user_id = ? AND turn_id IN ({marks})) ORDER BY session_id, at, rowid",
-            (user_id, user_id, *turn_ids),
+            f"SELECT {_TURN_COLUMNS}, (SELECT COUNT(*) FROM turns AS p"
+            " WHERE p.user_id = t.user_id AND p.session_id = t.session_id"
+            " AND (p.at < t.at OR (p.at = t.at AND p.rowid < t.rowid)))"
+            f" FROM turns AS t WHERE t.user_id = ? AND t.turn_id IN ({marks})",
+            (user_id, *turn_ids),
+        )  # no ORDER BY: with one, SQLite walks the user's whole session index to find them
+        rows = sorted(rows, key=lambda r: (r[1], r[-1]))  # by session, then place in it
+        return list(
+            zip(_turns(user_id, (r[:-1] for r in rows)), (r[-1] for r in rows), strict=True)
         )
-        return _turns(user_id, rows)
 
     def session_tail(
         self, user_id: str, session_id: str, n: int, before: Sequence[str] = ()

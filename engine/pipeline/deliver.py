@@ -18,30 +18,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
-from functools import partial
 
 from tiermem.components import Components
 from tiermem.config.tuning import Expansion
 from tiermem.context import ContextTurn, DeliveredContext, LineCosts, Unit, pack
 from tiermem.embedding.base import EmbedMode, Vectors, check_vectors
-from tiermem.pipeline.read import FoundTurns, concurrently
+from tiermem.pipeline.read import FoundTurns
 from tiermem.render import index_text, render_memory
 from tiermem.roles.extract import cut_in_pieces
 from tiermem.stores.base import ScoredEntry, best_first
 from tiermem.types import MemoryKind, SearchFilters, SearchHit, Tier, Turn
 
 
-def context_turns(turns: Sequence[Turn]) -> dict[str, ContextTurn]:
-    """Stored turns, in session order, as the builder sees them."""
-    position: dict[str, int] = {}
-    out = {}
-    for t in turns:
-        pos = position.get(t.session_id, 0)
-        position[t.session_id] = pos + 1
-        out[t.turn_id] = ContextTurn(
-            t.turn_id, t.session_id, pos, t.speaker, t.content, t.timestamp
-        )
-    return out
+def context_turns(placed: Sequence[tuple[Turn, int]]) -> dict[str, ContextTurn]:
+    """Stored turns with their places in their sessions (``Journal.placed_turns``), as the
+    builder sees them."""
+    return {
+        t.turn_id: ContextTurn(t.turn_id, t.session_id, pos, t.speaker, t.content, t.timestamp)
+        for t, pos in placed
+    }
 
 
 def hit_value(rank: int) -> float:
@@ -81,7 +76,8 @@ def later_statements(
     ``later_retrieved``: then they are offered too, and are delivered by the better of the
     two values): the statements that may have changed it (a moved flight, a new diet).
     ``offered`` picks what is delivered of them. The hits' stored vectors in one store read
-    (no model call), their searches at once; by hit id."""
+    (no model call), then one search each (every store takes its calls in turn under its
+    lock: threads would only add their start-up); by hit id."""
     chosen = [h for h in hits if h.tier is Tier.MTM][: expansion.later_hits]
     if expansion.later <= 0 or not chosen:
         return {}
@@ -89,15 +85,10 @@ def later_statements(
     # ``since`` is inclusive: the hit itself and its exchange come back too, and ``offered``
     # passes over the other speakers' statements
     room = 2 * expansion.later_per_hit + 4
-    searches = [
-        partial(
-            c.store.search, user_id, vectors[i], SearchFilters(since=h.entry.effective_time), room
-        )
-        for i, h in enumerate(chosen)
-    ]
     passed_over = frozenset() if expansion.later_retrieved else retrieved
     out: dict[str, list[ScoredEntry]] = {}
-    for hit, found in zip(chosen, concurrently(searches), strict=True):
+    for hit, vector in zip(chosen, vectors, strict=True):
+        found = c.store.search(user_id, vector, SearchFilters(since=hit.entry.effective_time), room)
         out[hit.id] = [
             s
             for s in best_first(found)  # ties in one order on every store
@@ -242,8 +233,9 @@ def offer_units(
         {t for h in hits if h.tier is Tier.MTM for t in h.source_turn_ids}
         | {t for found in later.values() for s in found for t in s.entry.source_turn_ids}
     )
-    stored = c.journal.sessions_of(user_id, ids)
-    turns = context_turns(stored)
+    placed = c.journal.placed_turns(user_id, ids)
+    stored = [t for t, _ in placed]
+    turns = context_turns(placed)
     hit_of = {h.id: h for h in hits}
     costs = LineCosts(c.tokens)  # each turn counted once: offering, length shares, packing
     offers = {

@@ -4,11 +4,8 @@ BM25, fused by rank, filtered, ~2K/n each) -> merge to <= 2K -> LTM's share -> s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import replace
-from functools import partial
-from typing import TypeVar
 
 from tiermem.components import Components
 from tiermem.embedding.base import EmbedMode, Vectors, check_vectors
@@ -24,7 +21,6 @@ from tiermem.types import MemoryKind, ScoreExplanation, SearchFilters, SearchHit
 # than with the usual 60: on the budgeted curve of 2 LoCoMo conversations, 60 -> 10 raised recall at
 # 300/600/1,200 tokens by 7/6/3.5 points, every category at 1,200 even or better (issue #11).
 HYBRID_RRF_K = 10
-_T = TypeVar("_T")
 
 
 def query_vectors(c: Components, plan: RetrievalPlan) -> Vectors:
@@ -48,7 +44,7 @@ def first_stage(
     weights: dict[str, float] = {}
     found: dict[str, Candidate] = {}
     use_ltm = ltm_applies(c, plan)
-    mtm: list[tuple[int, int]] = []  # (query, its candidate budget), searched together below
+    mtm: list[tuple[int, int]] = []  # (query, its candidate budget), searched below
     budgets = zip(plan.queries, plan.candidate_budgets, plan.ltm_budgets, strict=True)
     for i, (query, budget, ltm_budget) in enumerate(budgets):
         if budget == 0:
@@ -59,19 +55,10 @@ def first_stage(
         if searches_ltm:
             per_query[f"q{i}:ltm"] = _ltm_candidates(c, vectors[i], ltm_budget, found)
             weights[f"q{i}:ltm"] = plan.queries[i].weight
-    searches = [
-        partial(
-            c.store.hybrid_search,
-            user_id,
-            vectors[i],
-            search_terms(plan.queries[i].text),
-            plan.filters,
-            budget,
-        )
-        for i, budget in mtm
-    ]
-    for (i, budget), hits in zip(mtm, concurrently(searches), strict=True):
-        hits = on_topic(hits, plan.queries[i].text)
+    for i, budget in mtm:  # the store takes its calls in turn, under its lock
+        text = plan.queries[i].text
+        hits = c.store.hybrid_search(user_id, vectors[i], search_terms(text), plan.filters, budget)
+        hits = on_topic(hits, text)
         per_query[f"q{i}"] = _mtm_candidates(hits, budget, found)
         weights[f"q{i}"] = plan.queries[i].weight
     merged = reciprocal_rank_fusion(per_query, weights=weights)[: sum(plan.candidate_budgets)]
@@ -132,16 +119,6 @@ def _mtm_candidates(hits: HybridHits, budget: int, found: dict[str, Candidate]) 
             best = cand.components
             best[source] = max(best.get(source, float("-inf")), h.score)
     return [f.key for f in fused]
-
-
-def concurrently(calls: Sequence[Callable[[], _T]]) -> list[_T]:
-    """Each call's result, in order: on threads when there are several (a Qdrant server
-    answers the planned queries at once; the embedded store takes them in turn under its
-    lock), and the first error raised, as a plain loop would."""
-    if len(calls) <= 1:
-        return [call() for call in calls]
-    with ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="tiermem-search") as pool:
-        return list(pool.map(lambda call: call(), calls))
 
 
 def _ltm_candidates(

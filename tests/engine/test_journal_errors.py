@@ -27,7 +27,7 @@ READS: dict[str, Call] = {
     "history": lambda j: j.history("ana", "m1"),
     "turns": lambda j: j.turns("ana", ["t1"]),
     "session_tail": lambda j: j.session_tail("ana", "s1", 4, ["t1"]),
-    "sessions_of": lambda j: j.sessions_of("ana", ["t1"]),
+    "placed_turns": lambda j: j.placed_turns("ana", ["t1"]),
     "user_ids": lambda j: j.user_ids(),
     "speakers": lambda j: j.speakers("ana"),
     "memory_ids": lambda j: j.memory_ids("ana"),

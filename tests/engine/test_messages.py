@@ -28,8 +28,10 @@ def test_empty_messages_are_left_out_and_reported(memory: Memory) -> None:
         "I moved to Porto in May.",
         "How do you like it there?",
     ]
-    stored = memory.components.journal.sessions_of("ana", [result.turns[0].turn_id])
-    assert [t.content for t in stored] == [t.content for t in result.turns]
+    placed = memory.components.journal.placed_turns("ana", [t.turn_id for t in result.turns])
+    assert [(t.content, place) for t, place in placed] == [
+        (t.content, i) for i, t in enumerate(result.turns)
+    ]
     # the two turns with content still pair up: the empty ones between them are no turn
     assert any(e.kind is MemoryKind.EXCHANGE for e in result.entries)
 
