@@ -17,6 +17,7 @@ from datetime import datetime
 
 from tiermem.components import Components
 from tiermem.pipeline.commit import StoreChange, commit, embed_entries
+from tiermem.stores.base import nearest
 from tiermem.types import AuditOp, AuditRecord, MemoryEntry, SearchFilters
 
 LOW_WATER = 0.95
@@ -80,7 +81,7 @@ def enforce_capacity(
     for victim, vector in zip(victims, vectors, strict=True):
         reason = "superseded" if victim.superseded_by else "low utility"
         if victim.superseded_by is None:
-            for hit in c.store.search(user_id, vector, SearchFilters(), 2):
+            for hit in nearest(c.store, user_id, vector, SearchFilters(), 2):
                 if hit.entry.id not in victim_ids and hit.score >= merge_threshold:
                     keeper = keepers.get(hit.entry.id, hit.entry)
                     sources = tuple(dict.fromkeys(keeper.source_turn_ids + victim.source_turn_ids))

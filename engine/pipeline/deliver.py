@@ -26,7 +26,7 @@ from tiermem.embedding.base import EmbedMode, Vectors, check_vectors
 from tiermem.pipeline.read import FoundTurns
 from tiermem.render import index_text, render_memory
 from tiermem.roles.extract import cut_in_pieces
-from tiermem.stores.base import ScoredEntry, best_first
+from tiermem.stores.base import ScoredEntry, nearest
 from tiermem.types import MemoryKind, SearchFilters, SearchHit, Tier, Turn
 
 
@@ -88,10 +88,10 @@ def later_statements(
     passed_over = frozenset() if expansion.later_retrieved else retrieved
     out: dict[str, list[ScoredEntry]] = {}
     for hit, vector in zip(chosen, vectors, strict=True):
-        found = c.store.search(user_id, vector, SearchFilters(since=hit.entry.effective_time), room)
+        since = SearchFilters(since=hit.entry.effective_time)
         out[hit.id] = [
             s
-            for s in best_first(found)  # ties in one order on every store
+            for s in nearest(c.store, user_id, vector, since, room)  # ties alike on every store
             if s.score >= expansion.later_similarity
             and s.entry.effective_time > hit.entry.effective_time
             and not any(t in passed_over for t in s.entry.source_turn_ids)

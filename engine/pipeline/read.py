@@ -13,7 +13,7 @@ from tiermem.lexical import asks_about_the_asker, content_stems, search_terms
 from tiermem.policy import budget_plan
 from tiermem.ranking import reciprocal_rank_fusion
 from tiermem.roles.plan import Candidate, RetrievalPlan, Route
-from tiermem.stores.base import HybridHits
+from tiermem.stores.base import HybridHits, hybrid_nearest
 from tiermem.types import MemoryKind, ScoreExplanation, SearchFilters, SearchHit, Tier, Turn
 
 # Dense + BM25 fusion over a user's own entries. Each list is short (a few times k) and its
@@ -57,7 +57,9 @@ def first_stage(
             weights[f"q{i}:ltm"] = plan.queries[i].weight
     for i, budget in mtm:  # the store takes its calls in turn, under its lock
         text = plan.queries[i].text
-        hits = c.store.hybrid_search(user_id, vectors[i], search_terms(text), plan.filters, budget)
+        hits = hybrid_nearest(
+            c.store, user_id, vectors[i], search_terms(text), plan.filters, budget
+        )
         hits = on_topic(hits, text)
         per_query[f"q{i}"] = _mtm_candidates(hits, budget, found)
         weights[f"q{i}"] = plan.queries[i].weight

@@ -20,6 +20,7 @@ import numpy as np
 from tiermem.components import Components
 from tiermem.embedding.base import EmbedMode, Vectors, check_vectors
 from tiermem.pipeline.commit import StoreChange, commit, embed_entries
+from tiermem.stores.base import nearest
 from tiermem.types import VERBATIM_KINDS, AuditOp, AuditRecord, MemoryEntry, SearchFilters, Turn
 
 
@@ -123,7 +124,7 @@ def _nearest(
 ) -> tuple[MemoryEntry, float] | None:
     """The most similar stored live entry at or above ``threshold``, unless this batch already
     merged into it (then the new entry stays apart rather than merging twice unseen)."""
-    for hit in c.store.search(user_id, vector, SearchFilters(), 1):
+    for hit in nearest(c.store, user_id, vector, SearchFilters(), 1):
         merged_already = any(hit.entry.id == old.id for old, _, _ in plan.merges)
         if hit.entry.kind not in VERBATIM_KINDS and hit.score >= threshold and not merged_already:
             return hit.entry, hit.score

@@ -31,6 +31,7 @@ from tiermem.pipeline.resolve import Proposed, apply_writes, merged_entry, plan_
 from tiermem.ranking import in_turns
 from tiermem.roles.extract import CandidateEntry
 from tiermem.smalltalk import split_small_talk
+from tiermem.stores.base import hybrid_nearest
 from tiermem.types import (
     VERBATIM_KINDS,
     AddResult,
@@ -115,8 +116,8 @@ def related_memories(
     ranked = []
     entries: dict[str, MemoryEntry] = {}
     for text, vector in zip(texts, vectors, strict=True):
-        hits = c.store.hybrid_search(
-            user_id, vector, lexical_query(text), SearchFilters(), RELATED_PER_TURN
+        hits = hybrid_nearest(
+            c.store, user_id, vector, lexical_query(text), SearchFilters(), RELATED_PER_TURN
         )
         ranked.append(
             in_turns(

@@ -40,8 +40,15 @@ class HybridHits:
         object.__setattr__(self, "lexical", best_first(self.lexical))
 
 
+# Scores equal to this many decimals are a tie: one vector scored against copies of one
+# text comes out 1e-7 apart, in an order that depends on the engine's arithmetic (a batched
+# product in local mode and the reference store, SIMD in Edge), not on the text.
+TIE_DIGITS = 5
+
+
 def best_first(found: Sequence[ScoredEntry]) -> list[ScoredEntry]:
-    """``found`` best first; equal scores oldest first, then by kind, text and id. Engines
+    """``found`` best first; equal scores (to ``TIE_DIGITS`` decimals) oldest first, then by
+    kind, text and id. Engines
     order ties their own way (an entry and its sentence, the same words said twice, score
     alike under BM25): Qdrant through qdrant-client by insertion, Edge by its segments. With
     one order for ties, every store ranks alike and so delivers alike; ids come last, as they
@@ -58,7 +65,13 @@ def best_first(found: Sequence[ScoredEntry]) -> list[ScoredEntry]:
     """
     return sorted(
         found,
-        key=lambda s: (-s.score, s.entry.created_at, s.entry.kind.value, s.entry.text, s.entry.id),
+        key=lambda s: (
+            -round(s.score, TIE_DIGITS),
+            s.entry.created_at,
+            s.entry.kind.value,
+            s.entry.text,
+            s.entry.id,
+        ),
     )
 
 
@@ -207,3 +220,26 @@ class MTMStore(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+# Entries fetched past a limit, so that a group of equal scores at the cut comes back whole
+# and ``best_first`` (not the engine) picks which of it stays: an entry and its sentence, or
+# words said several times, tie. Without it, local mode and Edge kept different members of a
+# tie group cut by the limit.
+TIE_ROOM = 8
+
+
+def nearest(
+    store: MTMStore, user_id: str, vector: Vectors, filters: SearchFilters, limit: int
+) -> list[ScoredEntry]:
+    """``store.search``'s best ``limit`` entries, ties in one order on every store."""
+    return best_first(store.search(user_id, vector, filters, limit + TIE_ROOM))[:limit]
+
+
+def hybrid_nearest(
+    store: MTMStore, user_id: str, vector: Vectors, text: str, filters: SearchFilters, limit: int
+) -> HybridHits:
+    """``store.hybrid_search``'s best ``limit`` of each list, ties in one order on every
+    store."""
+    hits = store.hybrid_search(user_id, vector, text, filters, limit + TIE_ROOM)
+    return HybridHits(hits.dense[:limit], hits.lexical[:limit])

@@ -15,7 +15,7 @@ import pytest
 from qdrant_client import QdrantClient
 from tiermem.embedding.base import EmbedMode
 from tiermem.embedding.hashing import HashEmbedder
-from tiermem.stores.base import MTMStore, Retrievals, ScoredEntry
+from tiermem.stores.base import MTMStore, Retrievals, ScoredEntry, hybrid_nearest, nearest
 from tiermem.stores.edge import EdgeStore
 from tiermem.stores.qdrant import QdrantStore
 from tiermem.stores.reference import ReferenceStore
@@ -252,3 +252,36 @@ def test_tied_scores_come_in_one_order_on_every_store(qdrant_store: MTMStore) ->
     assert ranked[reference][0][:4] == tied
     assert ranked[reference][1] == tied  # the fifth shares no word with the query
     assert ranked[qdrant_store] == ranked[reference]
+
+
+def test_a_limit_that_cuts_a_tie_keeps_the_same_entries_on_every_store(
+    qdrant_store: MTMStore,
+) -> None:
+    """Six entries of the same words, a limit of three: every engine returns three of the six
+    (its own three), and ``nearest`` / ``hybrid_nearest`` fetch past the limit so that
+    ``best_first`` chooses: the oldest three, on every store."""
+    embedder = HashEmbedder(dim=64)
+    said = "cello lessons with my sister in Lisbon"
+    # given newest first, in no id order: an engine's own order is neither time nor id
+    order = (6, 2, 5, 1, 4, 3)
+    entries = [
+        MemoryEntry(
+            f"00000000-0000-4000-8000-{9 - n:012d}",
+            "u1",
+            said,
+            MemoryKind.TURN,
+            T0 + timedelta(minutes=n),
+            T0 + timedelta(minutes=n),
+        )
+        for n in order
+    ]
+    reference = ReferenceStore(64)
+    vector = embedder.embed(["cello Lisbon"], EmbedMode.QUERY)[0]
+    oldest = [e.id for e in sorted(entries, key=lambda e: e.created_at)[:3]]
+    for store in (reference, qdrant_store):
+        _write(store, entries, embedder)
+        dense = nearest(store, "u1", vector, SearchFilters(), 3)
+        hits = hybrid_nearest(store, "u1", vector, "cello Lisbon", SearchFilters(), 3)
+        assert [s.entry.id for s in dense] == oldest
+        assert [s.entry.id for s in hits.dense] == oldest
+        assert [s.entry.id for s in hits.lexical] == oldest

@@ -402,8 +402,13 @@ def test_a_copy_marked_as_an_update_merges_and_supersedes_nothing(
     copy = "Maya's dog Miso hates thunderstorms."
     script.on("writer", update_of("Ana: I'm vegetarian.", copy))
     result = writer_memory.add(
-        # the turn states what the copy says: only the copy check can catch it
-        chat(("user", "Miso still hates thunderstorms."), start=T0 + timedelta(hours=1)),
+        # the turn states what the copy says: only the copy check can catch it; it names
+        # the diet too, so the vegetarian turn is among the memories shown (by its words,
+        # not by where a tie of unrelated ones is cut)
+        chat(
+            ("user", "Miso still hates thunderstorms, and I'm still vegetarian."),
+            start=T0 + timedelta(hours=1),
+        ),
         user_id="maya",
     )
     assert result.superseded == ()
