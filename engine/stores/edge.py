@@ -324,9 +324,11 @@ class EdgeStore:
         return self._reading(user_id, HybridHits([], []), read)
 
     def count(self, user_id: str) -> int:
-        request = qe.CountRequest(exact=True)
+        """The shard's live points as it keeps them (``info()``), not an exact ``count``
+        request, which scans every point: 0.07 against 6.7 ms at 10^5 entries, and every
+        ``add()`` counts (capacity)."""
         return self._reading(
-            user_id, 0, lambda shard: edge_call("count", lambda: shard.count(request))
+            user_id, 0, lambda shard: edge_call("info", lambda: shard.info().points_count)
         )
 
     def export_user(self, user_id: str) -> StoredCollection:
