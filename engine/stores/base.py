@@ -224,16 +224,46 @@ class MTMStore(Protocol):
 
 # Entries fetched past a limit, so that a group of equal scores at the cut comes back whole
 # and ``best_first`` (not the engine) picks which of it stays: an entry and its sentence, or
-# words said several times, tie. Without it, local mode and Edge kept different members of a
-# tie group cut by the limit.
+# words said several times, tie, and under BM25 so do dozens of entries that share one word
+# with the query at one length. A group still open at the end of what was fetched is fetched
+# again four times wider, up to ``TIE_FETCH_MAX`` entries; past that, the group is left out
+# (it is the tail of the ranking, and no engine's own order of it is kept).
 TIE_ROOM = 8
+TIE_FETCH_MAX = 1000
+
+
+def _tie(score: float) -> float:
+    return round(score, TIE_DIGITS)
+
+
+def _open_tie(ranked: Sequence[ScoredEntry], limit: int, fetched: int) -> bool:
+    """Whether the group of equal scores that ``limit`` cuts may go on past the ``fetched``
+    entries asked for (``ranked``: what came back, best first)."""
+    return (
+        len(ranked) > limit
+        and len(ranked) >= fetched
+        and _tie(ranked[-1].score) == _tie(ranked[limit - 1].score)
+    )
+
+
+def _cut(ranked: Sequence[ScoredEntry], limit: int, fetched: int) -> list[ScoredEntry]:
+    """The best ``limit`` of ``ranked``, without the group at the cut if it is still open."""
+    if limit > 0 and _open_tie(ranked, limit, fetched):
+        at_cut = _tie(ranked[limit - 1].score)
+        return [s for s in ranked[:limit] if _tie(s.score) != at_cut]
+    return list(ranked[:limit])
 
 
 def nearest(
     store: MTMStore, user_id: str, vector: Vectors, filters: SearchFilters, limit: int
 ) -> list[ScoredEntry]:
     """``store.search``'s best ``limit`` entries, ties in one order on every store."""
-    return best_first(store.search(user_id, vector, filters, limit + TIE_ROOM))[:limit]
+    fetched = limit + TIE_ROOM
+    while True:
+        ranked = best_first(store.search(user_id, vector, filters, fetched))
+        if fetched >= TIE_FETCH_MAX or not _open_tie(ranked, limit, fetched):
+            return _cut(ranked, limit, fetched)
+        fetched = min(4 * fetched, TIE_FETCH_MAX)
 
 
 def hybrid_nearest(
@@ -241,5 +271,10 @@ def hybrid_nearest(
 ) -> HybridHits:
     """``store.hybrid_search``'s best ``limit`` of each list, ties in one order on every
     store."""
-    hits = store.hybrid_search(user_id, vector, text, filters, limit + TIE_ROOM)
-    return HybridHits(hits.dense[:limit], hits.lexical[:limit])
+    fetched = limit + TIE_ROOM
+    while True:
+        hits = store.hybrid_search(user_id, vector, text, filters, fetched)
+        lists = (hits.dense, hits.lexical)
+        if fetched >= TIE_FETCH_MAX or not any(_open_tie(h, limit, fetched) for h in lists):
+            return HybridHits(_cut(hits.dense, limit, fetched), _cut(hits.lexical, limit, fetched))
+        fetched = min(4 * fetched, TIE_FETCH_MAX)
