@@ -16,7 +16,7 @@ from qdrant_client import QdrantClient
 from tiermem.embedding.base import EmbedMode
 from tiermem.embedding.hashing import HashEmbedder
 from tiermem.stores.base import (
-    TIE_FETCH_MAX,
+    TIE_ROOM,
     MTMStore,
     Retrievals,
     ScoredEntry,
@@ -294,12 +294,10 @@ def test_a_limit_that_cuts_a_tie_keeps_the_same_entries_on_every_store(
         assert [s.entry.id for s in hits.lexical] == oldest
 
 
-def test_a_wide_bm25_tie_at_the_cut_is_fetched_whole_on_every_store(
-    qdrant_store: MTMStore,
-) -> None:
+def test_a_wide_bm25_tie_at_the_cut_is_left_out_on_every_store(qdrant_store: MTMStore) -> None:
     """Thirty entries that share one word with the query, at one length, tie under BM25:
-    more than ``TIE_ROOM`` past a limit of three. The tie is fetched wider until it is
-    whole, so every store keeps the same three (the oldest)."""
+    more than ``TIE_ROOM`` past a limit of three, so no store can tell which of them it would
+    keep. Every store leaves the group out, and keeps what scores better."""
     embedder = HashEmbedder(dim=64)
     words = [w for w in WORDS if w != "cello"]
     entries = [
@@ -313,22 +311,26 @@ def test_a_wide_bm25_tie_at_the_cut_is_fetched_whole_on_every_store(
         )
         for n in range(30)
     ]
+    best = MemoryEntry(
+        "00000000-0000-4000-8000-000000000099", "u1", "cello", MemoryKind.FACT, T0, T0
+    )
     vector = embedder.embed(["cello"], EmbedMode.QUERY)[0]
-    oldest = [e.id for e in sorted(entries, key=lambda e: e.created_at)[:3]]
     for store in (ReferenceStore(64), qdrant_store):
-        _write(store, entries, embedder)
+        _write(store, [*entries, best], embedder)
         hits = hybrid_nearest(store, "u1", vector, "cello", SearchFilters(), 3)
-        assert [s.entry.id for s in hits.lexical] == oldest
+        assert [s.entry.id for s in hits.lexical] == [best.id]
+        everything = hybrid_nearest(store, "u1", vector, "cello", SearchFilters(), 40)
+        assert len(everything.lexical) == 31  # all of it fits: nothing is left out
 
 
-def test_a_tie_wider_than_the_fetch_limit_is_left_out_not_cut_by_an_engine() -> None:
-    """Past ``TIE_FETCH_MAX`` entries of one score, no store's own order of them is kept: the
-    group is left out, and what scores better stays."""
+def test_a_dense_tie_past_the_fetch_margin_is_left_out() -> None:
+    """Copies of one text past ``TIE_ROOM`` at the cut: left out, and what scores better
+    stays; a limit that takes them all keeps them all."""
     store = ReferenceStore(4)
     at = T0
     same = [
         MemoryEntry(f"00000000-0000-4000-8000-{i:012d}", "u1", "same", MemoryKind.TURN, at, at)
-        for i in range(TIE_FETCH_MAX + 5)
+        for i in range(TIE_ROOM + 5)
     ]
     best = MemoryEntry(
         "00000000-0000-4000-8000-999999999999", "u1", "best", MemoryKind.FACT, at, at
@@ -339,4 +341,4 @@ def test_a_tie_wider_than_the_fetch_limit_is_left_out_not_cut_by_an_engine() -> 
     store.upsert("u1", [*same, best], vectors)
     query = np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32)
     assert [s.entry.id for s in nearest(store, "u1", query, SearchFilters(), 3)] == [best.id]
-    assert len(nearest(store, "u1", query, SearchFilters(), TIE_FETCH_MAX + 6)) == len(same) + 1
+    assert len(nearest(store, "u1", query, SearchFilters(), len(same) + 1)) == len(same) + 1
