@@ -37,7 +37,6 @@ EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "service": (("fastapi", "uvicorn", "prometheus_client"), "tiermem serve, the REST service"),
     "mcp": (("mcp",), "tiermem mcp, the Model Context Protocol server"),
     "langgraph": (("langgraph",), "tiermem.integrations.langgraph.TiermemStore"),
-    "edge": (("qdrant_edge",), "mtm kind 'edge': Qdrant Edge shards, one per user, in process"),
     "train": (("transformers", "peft", "gguf"), "tiermem train: the LoRA and cross-encoder"),
     "bench": (("nltk", "matplotlib"), "tiermem bench: LoCoMo's F1 and the plots"),
 }

@@ -8,8 +8,11 @@ TOML mirrors ``TiermemConfig``::
     location = "url"
     url = "http://localhost:6333"
 
-``[mtm] kind = "edge"`` (Qdrant Edge shards, the ``edge`` extra) keeps its shards under the
-data directory, ``<data_dir>/edge``, unless it names a ``path``.
+The embedded default keeps Qdrant Edge shards under the data directory, ``<data_dir>/edge``
+(or local mode's ``<data_dir>/qdrant``, where a data directory holds only that). An ``[mtm]``
+section with no ``kind`` that sets Qdrant's own settings (``location``, ``url``, ``api_key``,
+``timeout_s``), or whose ``path`` holds local mode's files, is Qdrant's; a store with no
+``path`` keeps its files under the data directory.
 
 Environment: ``TIERMEM_DATA_DIR`` picks the data directory; ``TIERMEM_<SECTION>__<FIELD>``
 overrides one field (``TIERMEM_MTM__URL=http://qdrant:6333``).
@@ -24,7 +27,13 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
-from tiermem.config import DEFAULT_DATA_DIR, TiermemConfig, merge_overrides
+from tiermem.config import (
+    DEFAULT_DATA_DIR,
+    EdgeStoreConfig,
+    QdrantConfig,
+    TiermemConfig,
+    merge_overrides,
+)
 from tiermem.errors import ConfigError
 
 _PREFIX = "TIERMEM_"
@@ -65,14 +74,34 @@ def load_edge_config(
     service = overrides.pop(SERVICE_SECTION, {})
     if not isinstance(service, dict):
         raise ConfigError(f"[{SERVICE_SECTION}] must be a table, got {service!r}")
-    _edge_under_data_dir(overrides, config.data_dir)
+    _store_under_data_dir(overrides, config.data_dir)
     return merge_overrides(config, overrides), service
 
 
-def _edge_under_data_dir(overrides: dict[str, object], data_dir: Path | None) -> None:
-    """``[mtm] kind = "edge"`` with no ``path``: its shards go under the data directory
-    (``<data_dir>/edge``), as the embedded default's Qdrant files do."""
+# Settings only qdrant-client's store has: an ``[mtm]`` section that sets one and names no
+# kind means Qdrant, as it did when Qdrant was the embedded default (a server's ``url``).
+_QDRANT_ONLY = frozenset(QdrantConfig.model_fields) - frozenset(EdgeStoreConfig.model_fields)
+
+
+def _local_mode_files(mtm: dict[str, object]) -> bool:
+    """Whether ``[mtm] path`` names a directory that qdrant-client's local mode wrote (its
+    ``meta.json``): a configuration from when that was the default, still meaning it."""
+    path = mtm.get("path")
+    return isinstance(path, str) and (Path(path).expanduser() / "meta.json").is_file()
+
+
+def _store_under_data_dir(overrides: dict[str, object], data_dir: Path | None) -> None:
+    """An ``[mtm]`` section that names Qdrant's own settings without a kind is Qdrant's, and a
+    store kind with no ``path`` lives under the data directory, as the embedded default does:
+    ``edge`` in ``<data_dir>/edge``, ``qdrant`` on disk in ``<data_dir>/qdrant``."""
     mtm = overrides.get("mtm")
-    edge = isinstance(mtm, dict) and mtm.get("kind") == "edge" and "path" not in mtm
-    if edge and data_dir is not None and isinstance(mtm, dict):
+    if not isinstance(mtm, dict):
+        return
+    if "kind" not in mtm and (not _QDRANT_ONLY.isdisjoint(mtm) or _local_mode_files(mtm)):
+        mtm["kind"] = "qdrant"
+    if data_dir is None or "path" in mtm:
+        return
+    if mtm.get("kind") == "edge":
         mtm["path"] = str(data_dir / "edge")
+    elif mtm.get("kind") == "qdrant" and mtm.get("location", "path") == "path":
+        mtm["path"] = str(data_dir / "qdrant")

@@ -137,8 +137,8 @@ def add_bench_parser(commands: Any) -> Any:
         "--config",
         type=Path,
         help="tiermem's configuration (TOML): its [embedder] (for naive-rag too), "
-        "[delivery], [slm], ... apply; the run sets where the store lives (with [mtm] kind = "
-        '"edge", Edge shards there)',
+        "[delivery], [slm], ... apply; the run sets where the store lives (the embedded "
+        'default, Edge; [mtm] kind = "qdrant": local mode, to compare)',
     )
     stress = suites.add_parser(
         "stress", help="threads adding/searching/updating/deleting at once, vs one thread"

@@ -18,7 +18,7 @@ from qdrant_client.local.bm25 import DEFAULT_B, DEFAULT_K1, bm25_scores, documen
 from tiermem.bench import BenchInputError
 from tiermem.bench.datasets.conversation import Conversation, conversation_adds, session_dates
 from tiermem.components import Components, build_components
-from tiermem.config import EdgeStoreConfig, TiermemConfig
+from tiermem.config import EdgeStoreConfig, QdrantConfig, TiermemConfig
 from tiermem.context import ContextTurn, Unit, pack
 from tiermem.embedding.base import Embedder, EmbedMode
 from tiermem.memory import Memory
@@ -237,9 +237,11 @@ class Tiermem:
         self._user = sample.sample_id
         root = self._state / sample.sample_id
         paths = TiermemConfig.for_data_dir(root)
-        mtm = paths.mtm
+        mtm = paths.mtm  # the embedded default (a state written in local mode keeps it)
         if isinstance(self._config.mtm, EdgeStoreConfig):  # Edge shards beside the journal
             mtm = self._config.mtm.model_copy(update={"path": root / "edge"})
+        elif isinstance(self._config.mtm, QdrantConfig) and self._config.mtm.location == "path":
+            mtm = self._config.mtm.model_copy(update={"path": root / "qdrant"})  # local mode
         config = self._config.model_copy(
             update={"data_dir": paths.data_dir, "mtm": mtm, "journal": paths.journal}
         )

@@ -4,9 +4,9 @@ families that come in kinds, each a union discriminated on its kind, have a modu
 own: ``embedders``, ``stores`` (MTM) and ``backends`` (models); every class is imported from
 here.
 
->>> cfg = TiermemConfig.for_data_dir("/tmp/tm-doc")
->>> cfg.mtm.kind, cfg.mtm.location, cfg.embedder.kind
-('qdrant', 'path', 'sentence-transformers')
+>>> cfg = TiermemConfig.for_data_dir("/tmp/tm-doc-new")
+>>> cfg.mtm.kind, str(cfg.mtm.path), cfg.embedder.kind
+('edge', '/tmp/tm-doc-new/edge', 'sentence-transformers')
 """
 
 from __future__ import annotations
@@ -204,6 +204,15 @@ DEFAULT_DATA_DIR = Path("~/.local/share/tiermem")
 """Where ``Memory.from_defaults()`` and the CLI keep the embedded default's files."""
 
 
+def embedded_mtm(data_dir: Path) -> QdrantConfig | EdgeStoreConfig:
+    """The embedded store under ``data_dir``: Qdrant Edge shards in ``<data_dir>/edge``
+    (chosen by ``tiermem bench mtm``, docs/benchmarks.md), unless the directory already holds
+    local mode's ``<data_dir>/qdrant`` and no shards."""
+    if (data_dir / "qdrant").is_dir() and not (data_dir / "edge").exists():
+        return QdrantConfig(location="path", path=data_dir / "qdrant")
+    return EdgeStoreConfig(path=data_dir / "edge")
+
+
 class TiermemConfig(Section):
     """The whole configuration of one ``Memory``."""
 
@@ -220,11 +229,13 @@ class TiermemConfig(Section):
 
     @classmethod
     def for_data_dir(cls, data_dir: str | Path) -> TiermemConfig:
-        """The embedded default: Qdrant and the audit log on disk under ``data_dir``."""
+        """The embedded default: Qdrant Edge shards and the audit log on disk under
+        ``data_dir``. A data directory that holds embedded Qdrant (local mode, the default
+        before Edge) and no shards keeps it: ``tiermem migrate --to edge`` moves it."""
         root = Path(data_dir).expanduser()
         return cls(
             data_dir=root,
-            mtm=QdrantConfig(location="path", path=root / "qdrant"),
+            mtm=embedded_mtm(root),
             journal=JournalConfig(path=root / "journal.sqlite3"),
             ltm=LTMConfig(path=root / "ltm"),
         )
@@ -242,10 +253,11 @@ USER_SETTINGS: Mapping[str, str] = {
     "`hash` (tests)",
     "embedder.model": "the embedding model of that kind",
     "embedder.device": "`cpu`, or a torch device for the in-process kinds",
-    "mtm.kind": "`qdrant` (embedded or a server), `edge` (Qdrant Edge shards, one per user; "
-    "`pip install 'tiermem[edge]'`), `reference` (exact, in memory, for tests)",
-    "mtm.location": "`path` (embedded, on disk), `memory` (gone on close), `url` (a server)",
-    "mtm.path": "the embedded Qdrant's directory (default: under `data_dir`)",
+    "mtm.kind": "`edge` (embedded: Qdrant Edge shards, one per user, the default), `qdrant` "
+    "(qdrant-client: a server, or its local mode), `reference` (exact, in memory, for tests)",
+    "mtm.location": "with `qdrant`: `url` (a server), `path` (local mode, on disk), `memory` "
+    "(gone on close)",
+    "mtm.path": "the embedded store's directory (default: under `data_dir`)",
     "mtm.url": 'a Qdrant server\'s address (`location = "url"`)',
     "mtm.api_key": "that server's key",
     "mtm.capacity": "entries per user before the least used are evicted",
@@ -338,6 +350,7 @@ __all__ = [
     "ServedEmbedderConfig",
     "TiermemConfig",
     "backend_config",
+    "embedded_mtm",
     "embedder_config",
     "merge_overrides",
 ]

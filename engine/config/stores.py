@@ -11,10 +11,11 @@ from tiermem.config.section import Section
 
 class MTMConfig(Section):
     """Per-user episodic memory: what every store kind has. ``kind`` picks the store (a
-    ``tiermem.stores.factory.STORES`` entry): ``qdrant`` (``QdrantConfig``, the default; where
-    it lives is its ``location``), ``edge`` (``EdgeStoreConfig``: Qdrant Edge shards, one per
-    user, in process) or ``reference`` (``ReferenceStoreConfig``, the exact in-memory oracle,
-    for tests and baselines). ``MTM`` is their union, on ``kind``."""
+    ``tiermem.stores.factory.STORES`` entry): ``edge`` (``EdgeStoreConfig``: Qdrant Edge
+    shards, one per user, in process; the embedded default under a data directory),
+    ``qdrant`` (``QdrantConfig``: a Qdrant server, or qdrant-client's local mode; where it
+    lives is its ``location``) or ``reference`` (``ReferenceStoreConfig``, the exact in-memory
+    oracle, for tests and baselines). ``MTM`` is their union, on ``kind``."""
 
     kind: str
     collection_prefix: str = Field(default="tiermem_mtm_", pattern=r"^[a-z][a-z0-9_]{0,31}$")
@@ -22,8 +23,9 @@ class MTMConfig(Section):
 
 
 class QdrantConfig(MTMConfig):
-    """Qdrant through qdrant-client. ``location``: ``path`` (embedded, on disk under the data
-    directory, the default), ``memory`` (in process, gone on close) or ``url`` (a server)."""
+    """Qdrant through qdrant-client. ``location``: ``url`` (a server), ``path`` (local mode on
+    disk: the embedded default before Edge, kept by a data directory that holds it) or
+    ``memory`` (in process, gone on close)."""
 
     kind: Literal["qdrant"] = "qdrant"
     location: Literal["path", "memory", "url"] = "path"
@@ -42,7 +44,7 @@ class QdrantConfig(MTMConfig):
 
 
 class EdgeStoreConfig(MTMConfig):
-    """Qdrant Edge (the ``edge`` extra): Qdrant's own engine in process, one shard per user in
+    """Qdrant Edge, the embedded default: Qdrant's own engine in process, one shard per user in
     its own directory under ``path`` (the CLI and the service put it under the data directory,
     ``<data_dir>/edge``). At most ``max_open_shards`` shards are open at once (the least
     recently used is closed first), so many users never mean as many open files; each open

@@ -12,7 +12,6 @@ from qdrant_client import QdrantClient
 from tiermem.config import MTMConfig, QdrantConfig, ReferenceStoreConfig
 from tiermem.config.stores import EdgeStoreConfig
 from tiermem.errors import ConfigError, StoreError
-from tiermem.extras import extra_dependency
 from tiermem.registry import Registry
 from tiermem.stores.base import MTMStore
 from tiermem.stores.files import restrict_tree
@@ -62,7 +61,6 @@ def _edge(config: MTMConfig, dim: int, embedder: str | None) -> MTMStore:
         raise ConfigError(
             f"mtm store 'edge' is configured by EdgeStoreConfig, not {type(config).__name__}"
         )
-    extra_dependency("qdrant_edge", "edge", "mtm kind 'edge'")
     from tiermem.stores.edge import EdgeStore  # imports qdrant_edge: only when configured
 
     return EdgeStore(

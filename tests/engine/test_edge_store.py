@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 import qdrant_edge as qe
 from tiermem import ManualClock, Memory
-from tiermem.config.stores import EdgeStoreConfig
+from tiermem.config import TiermemConfig
+from tiermem.config.stores import EdgeStoreConfig, QdrantConfig
 from tiermem.embedding.base import EmbedMode
 from tiermem.embedding.hashing import HashEmbedder
 from tiermem.errors import AuditError, EmbedderMismatchError, StoreError
@@ -323,6 +324,45 @@ def test_a_disk_without_room_for_edge_gives_typed_errors_and_keeps_every_write(
 
 
 # -- configuration ---------------------------------------------------------------------------
+
+
+def test_the_embedded_default_is_edge_and_a_local_mode_directory_keeps_local_mode(
+    tmp_path: Path,
+) -> None:
+    """A new data directory gets Edge shards; one that holds local mode's files and no shards
+    (written before Edge was the default) keeps them, until ``tiermem migrate --to edge``."""
+    fresh = TiermemConfig.for_data_dir(tmp_path / "new")
+    assert fresh.mtm == EdgeStoreConfig(path=tmp_path / "new" / "edge")
+    assert load_config(None, {"TIERMEM_DATA_DIR": str(tmp_path / "new")}).mtm == fresh.mtm
+    (tmp_path / "old" / "qdrant").mkdir(parents=True)
+    old = TiermemConfig.for_data_dir(tmp_path / "old")
+    assert old.mtm == QdrantConfig(location="path", path=tmp_path / "old" / "qdrant")
+    (tmp_path / "old" / "edge").mkdir()  # migrated: the shards win
+    assert isinstance(TiermemConfig.for_data_dir(tmp_path / "old").mtm, EdgeStoreConfig)
+
+
+def test_an_mtm_section_with_qdrants_own_settings_and_no_kind_is_qdrant(tmp_path: Path) -> None:
+    """Configuration files written when Qdrant was the default name a server without a kind;
+    they still mean Qdrant. ``kind = "qdrant"`` alone is local mode under the data directory."""
+    toml = tmp_path / "tiermem.toml"
+    toml.write_text('[mtm]\nlocation = "url"\nurl = "http://qdrant:6333"\n')
+    served = load_config(toml, {"TIERMEM_DATA_DIR": str(tmp_path)}).mtm
+    assert isinstance(served, QdrantConfig)
+    assert (served.location, served.url) == ("url", "http://qdrant:6333")
+    env = {"TIERMEM_DATA_DIR": str(tmp_path), "TIERMEM_MTM__URL": "http://q:6333"}
+    assert load_config(None, {**env, "TIERMEM_MTM__LOCATION": "url"}).mtm.kind == "qdrant"
+    local = load_config(None, {"TIERMEM_DATA_DIR": str(tmp_path), "TIERMEM_MTM__KIND": "qdrant"})
+    assert local.mtm == QdrantConfig(location="path", path=tmp_path / "qdrant")
+    capacity = load_config(None, {"TIERMEM_DATA_DIR": str(tmp_path), "TIERMEM_MTM__CAPACITY": "9"})
+    assert capacity.mtm == EdgeStoreConfig(path=tmp_path / "edge", capacity=9)
+    # a path alone: Edge's, unless local mode wrote it (its meta.json)
+    shards, old = tmp_path / "shards", tmp_path / "old-qdrant"
+    old.mkdir()
+    (old / "meta.json").write_text("{}")
+    for where, kind in ((shards, EdgeStoreConfig), (old, QdrantConfig)):
+        mtm = load_config(None, {"TIERMEM_MTM__PATH": str(where)}).mtm
+        assert isinstance(mtm, kind)
+        assert mtm.path == where
 
 
 def test_kind_edge_in_a_config_file_keeps_its_shards_under_the_data_directory(

@@ -55,8 +55,8 @@ def _run(script: str, data_dir: Path, kind: str) -> dict[str, object]:
 
 @pytest.mark.parametrize("kind", ["qdrant", "edge"])
 def test_memory_survives_process_restart(tmp_path: Path, kind: str) -> None:
-    """The embedded default, and ``[mtm] kind = "edge"`` with its shards under the data
-    directory, as a configuration file or the environment says it."""
+    """``[mtm] kind = "qdrant"`` (local mode, on disk) and ``"edge"`` (the embedded default),
+    each with its files under the data directory, as the environment says it."""
     written = _run(WRITER, tmp_path, kind)
     first = _run(READER, tmp_path, kind)
     second = _run(READER, tmp_path, kind)

@@ -77,7 +77,7 @@ def test_embedded_default_answers_with_source_turns(tmp_path: Path) -> None:
         assert result.source_turns[top.entry.source_turn_ids[0]].content == (
             "I adopted a greyhound called Comet."
         )
-    assert (tmp_path / "qdrant").is_dir()
+    assert (tmp_path / "edge").is_dir()  # the embedded default: Qdrant Edge shards
     assert (tmp_path / "journal.sqlite3").is_file()
 
 

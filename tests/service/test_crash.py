@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow  # a service process per kill point
 WRITERS = 4
 
 
-@pytest.mark.parametrize("mtm", ["", '[mtm]\nkind = "edge"\n'], ids=["qdrant", "edge"])
+@pytest.mark.parametrize("mtm", ["", '[mtm]\nkind = "qdrant"\n'], ids=["edge", "qdrant"])
 def test_every_acknowledged_write_survives_kill_9(tmp_path: Path, mtm: str) -> None:
     keys = make_keys(tmp_path)
     config = write_config(tmp_path, extra=mtm)
@@ -73,7 +73,7 @@ def test_every_acknowledged_write_survives_kill_9(tmp_path: Path, mtm: str) -> N
     finally:
         server.stop()
     assert len(acknowledged) >= 3 * WRITERS
-    assert (tmp_path / "data" / ("edge" if mtm else "qdrant")).is_dir()
+    assert (tmp_path / "data" / ("qdrant" if mtm else "edge")).is_dir()  # the default: Edge
     print(f"\nkill -9: {len(acknowledged)} acknowledged writes, every one present after restart")
 
 

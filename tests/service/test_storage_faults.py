@@ -4,6 +4,7 @@ acknowledged is there afterwards, and nothing reaches the log as a traceback."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -14,17 +15,25 @@ from tiermem.journal import Journal
 from tiermem.remote import RemoteMemory
 from tiermem.service.launch import ServerProcess
 
-from tests.conftest import fill
+from tests.conftest import fill, tmpfs
 from tests.service.conftest import in_thread, make_keys, write_config
 
 
+@pytest.fixture
+def edge_disk(tmp_path: Path) -> Iterator[Path]:
+    """A tmpfs the embedded default (Edge) opens shards on: about 90 MiB per shard on tmpfs,
+    and Edge keeps 128 MiB free."""
+    with tmpfs(tmp_path / "disk", "400m") as where:
+        yield where
+
+
 def test_a_full_disk_is_503_and_not_ready_until_it_has_room(
-    small_disk: Path, tmp_path: Path
+    edge_disk: Path, tmp_path: Path
 ) -> None:
     keys = make_keys(tmp_path)
     config = tmp_path / "conf"
     config.mkdir()
-    conf = write_config(config).read_text().replace(str(config / "data"), str(small_disk))
+    conf = write_config(config).read_text().replace(str(config / "data"), str(edge_disk))
     (config / "tiermem.toml").write_text(conf)
     log = tmp_path / "serve.log"
     server = ServerProcess(config / "tiermem.toml", keys.path, log_file=log).start()
@@ -35,7 +44,7 @@ def test_a_full_disk_is_503_and_not_ready_until_it_has_room(
                 result = memory.add(f"Stored fact number {i} about gardens.", user_id="bo")
                 kept.update({e.id: e.text for e in result.entries})
             assert httpx.get(f"{server.url}/readyz").status_code == 200
-            filler = fill(small_disk)
+            filler = fill(edge_disk)
             ready = httpx.get(f"{server.url}/readyz")
             assert ready.status_code == 503, ready.text
             statuses = []
