@@ -46,14 +46,18 @@ class HybridHits:
 TIE_DIGITS = 5
 
 
+def _tie(score: float) -> float:
+    """``score`` as ties compare it (``TIE_DIGITS`` decimals)."""
+    return round(score, TIE_DIGITS)
+
+
 def best_first(found: Sequence[ScoredEntry]) -> list[ScoredEntry]:
     """``found`` best first; equal scores (to ``TIE_DIGITS`` decimals) oldest first, then by
-    kind, text and id. Engines
-    order ties their own way (an entry and its sentence, the same words said twice, score
-    alike under BM25): Qdrant through qdrant-client by insertion, Edge by its segments. With
-    one order for ties, every store ranks alike and so delivers alike; ids come last, as they
-    are derived from the stored user id (a tenant's user under the service, the caller's
-    embedded), so embedded and served memories order ties alike too.
+    kind, text and id. Engines order ties their own way (an entry and its sentence, the same
+    words said twice, score alike under BM25): Qdrant through qdrant-client by insertion, Edge
+    by its segments. With one order for ties, every store ranks alike and so delivers alike;
+    ids come last, as they are derived from the stored user id (a tenant's user under the
+    service, the caller's embedded), so embedded and served memories order ties alike too.
 
     >>> from datetime import UTC, datetime
     >>> from tiermem.types import MemoryEntry, MemoryKind
@@ -66,7 +70,7 @@ def best_first(found: Sequence[ScoredEntry]) -> list[ScoredEntry]:
     return sorted(
         found,
         key=lambda s: (
-            -round(s.score, TIE_DIGITS),
+            -_tie(s.score),
             s.entry.created_at,
             s.entry.kind.value,
             s.entry.text,
@@ -229,10 +233,6 @@ class MTMStore(Protocol):
 # it is the tail of the ranking, and each engine would keep its own members of it. Fetching
 # it whole instead (up to 1,000) made context() twice as slow at 1,200 tokens on real chats.
 TIE_ROOM = 8
-
-
-def _tie(score: float) -> float:
-    return round(score, TIE_DIGITS)
 
 
 def _cut(ranked: Sequence[ScoredEntry], limit: int, fetched: int) -> list[ScoredEntry]:
