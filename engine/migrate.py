@@ -165,7 +165,7 @@ def run_migrate(
     from tiermem.embedding import build_embedder
     from tiermem.journal import Journal
     from tiermem.ownership import claim_data_dir
-    from tiermem.settings import load_config
+    from tiermem.settings import load_config, names_store
     from tiermem.stores import build_mtm_store
 
     if to != "edge":
@@ -213,9 +213,13 @@ def run_migrate(
         f"{report.searches} searches ranked alike on both sides",
         highlight=False,
     )
+    if isinstance(config.mtm, EdgeStoreConfig) or not names_store(config_file, environ):
+        use = "the data directory opens them from now on"  # embedded_mtm: shards are there
+    else:
+        use = f'set [mtm] kind = "edge" (path = "{target.path}") to use them'
     console.print(
-        f'set [mtm] kind = "edge" (path = "{target.path}") to use them; the files under '
-        f"{source.path} are left as they were: remove them once the memory works",
+        f"{use}; the files under {source.path} are left as they were: remove them once the "
+        "memory works",
         highlight=False,
         markup=False,
     )

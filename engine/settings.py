@@ -53,12 +53,7 @@ def load_edge_config(
 ) -> tuple[TiermemConfig, dict[str, object]]:
     """``load_config``'s memory config, and the raw ``[service]`` section beside it (the file's
     table with the environment's ``TIERMEM_SERVICE__<FIELD>`` over it; empty if neither)."""
-    overrides: dict[str, object] = {}
-    if path is not None:
-        try:
-            overrides = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"cannot read config {path}: {exc}") from exc
+    overrides = _read(path)
     data_dir = environ.get(f"{_PREFIX}DATA_DIR") or overrides.pop("data_dir", None)
     config = TiermemConfig.for_data_dir(Path(str(data_dir)) if data_dir else DEFAULT_DATA_DIR)
     for key, value in environ.items():
@@ -76,6 +71,23 @@ def load_edge_config(
         raise ConfigError(f"[{SERVICE_SECTION}] must be a table, got {service!r}")
     _store_under_data_dir(overrides, config.data_dir)
     return merge_overrides(config, overrides), service
+
+
+def names_store(path: Path | None, environ: Mapping[str, str]) -> bool:
+    """Whether the file or the environment sets anything of ``[mtm]``; if neither does, the
+    memory opens its data directory's embedded store (``tiermem.config.embedded_mtm``)."""
+    if any(key.upper().startswith(f"{_PREFIX}MTM__") for key in environ):
+        return True
+    return "mtm" in _read(path)
+
+
+def _read(path: Path | None) -> dict[str, object]:
+    if path is None:
+        return {}
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read config {path}: {exc}") from exc
 
 
 # Settings only qdrant-client's store has: an ``[mtm]`` section that sets one and names no

@@ -137,8 +137,9 @@ def add_bench_parser(commands: Any) -> Any:
         "--config",
         type=Path,
         help="tiermem's configuration (TOML): its [embedder] (for naive-rag too), "
-        "[delivery], [slm], ... apply; the run sets where the store lives (the embedded "
-        'default, Edge; [mtm] kind = "qdrant": local mode, to compare)',
+        "[delivery], [slm], ... apply; the run sets where the store lives: a state keeps "
+        "the embedded store it was written in (Edge for a new one) unless [mtm] names a "
+        'kind (kind = "qdrant": local mode, to compare)',
     )
     stress = suites.add_parser(
         "stress", help="threads adding/searching/updating/deleting at once, vs one thread"
@@ -157,14 +158,29 @@ def add_bench_parser(commands: Any) -> Any:
     return suites
 
 
+def run_config(path: Path | None) -> TiermemConfig:
+    """tiermem's configuration for a benchmark: ``--config``'s file, else the defaults. A file
+    that names no store (no ``[mtm]``) leaves each state directory its own embedded store, as
+    a run without a file does (``tiermem.bench.systems.Tiermem.build``): the store of the
+    default data directory is no run's, and a run resumed over a state written in local mode
+    keeps reading it."""
+    if path is None:
+        return TiermemConfig()
+    from tiermem.settings import load_config, names_store
+
+    config = load_config(path, {})
+    return (
+        config if names_store(path, {}) else config.model_copy(update={"mtm": TiermemConfig().mtm})
+    )
+
+
 def run_bench(args: argparse.Namespace, console: Console) -> None:
     """Run the suite ``args`` name."""
     if args.suite == "locomo":
         from tiermem.bench.locomo import RunConfig
         from tiermem.bench.suite import dataset_configs, run_all
-        from tiermem.settings import load_config
 
-        tiermem = load_config(args.config, {}) if args.config else TiermemConfig()
+        tiermem = run_config(args.config)
         base = RunConfig(
             data=Path(),  # each data set's file, in dataset_configs
             out=args.out,
@@ -210,7 +226,6 @@ def run_bench(args: argparse.Namespace, console: Console) -> None:
     elif args.suite == "updates":
         from tiermem.bench.updates import UpdatesConfig, run_updates
         from tiermem.config import EmbedderConfig
-        from tiermem.settings import load_config
 
         run_updates(
             UpdatesConfig(
@@ -220,7 +235,7 @@ def run_bench(args: argparse.Namespace, console: Console) -> None:
                 args.seed,
                 args.model,
                 EmbedderConfig(kind=args.embedder),
-                load_config(args.config, {}) if args.config else TiermemConfig(),
+                run_config(args.config),
             ),
             console,
         )

@@ -225,11 +225,12 @@ def test_tiermem_on_edge_delivers_what_it_delivers_on_embedded_qdrant(tmp_path: 
     """``--config`` with ``[mtm] kind = "edge"``: the run keeps Edge shards under its state
     directory, and every question at every budget gets the same turns as on local mode."""
     pytest.importorskip("qdrant_edge")
-    from tiermem.config import EdgeStoreConfig, TiermemConfig
+    from tiermem.config import EdgeStoreConfig, QdrantConfig, TiermemConfig
 
     records = {}
-    for kind, mtm in (("local", None), ("edge", EdgeStoreConfig(path=tmp_path / "unused"))):
-        tiermem = TiermemConfig() if mtm is None else TiermemConfig(mtm=mtm)
+    local = QdrantConfig(location="path", path=tmp_path / "unused")
+    for kind, mtm in (("local", local), ("edge", EdgeStoreConfig(path=tmp_path / "unused"))):
+        tiermem = TiermemConfig(mtm=mtm)
         (tmp_path / kind).mkdir()
         cfg = _config(tmp_path / kind, systems=("tiermem",), budgets=(25, 1000), tiermem=tiermem)
         run(cfg, Console(quiet=True))
@@ -239,4 +240,32 @@ def test_tiermem_on_edge_delivers_what_it_delivers_on_embedded_qdrant(tmp_path: 
     shards = (tmp_path / "edge" / "out" / "state" / "fx-1" / "edge").glob("tiermem_mtm_*")
     assert len(list(shards)) == 1  # the one user's shard, where the run keeps its state
     assert not (tmp_path / "edge" / "out" / "state" / "fx-1" / "qdrant").exists()
+    assert (tmp_path / "local" / "out" / "state" / "fx-1" / "qdrant" / "meta.json").is_file()
+    assert not (tmp_path / "local" / "out" / "state" / "fx-1" / "edge").exists()
     assert not (tmp_path / "unused").exists()
+
+
+def test_a_config_file_that_names_no_store_resumes_on_the_states_own(tmp_path: Path) -> None:
+    """``--config`` with read-path settings only, resuming a run whose state local mode wrote
+    (before Edge was the default): the questions are answered from that store, not from an
+    empty Edge store that the default data directory's settings would put beside it."""
+    from tiermem.bench.cli import run_config
+    from tiermem.config import QdrantConfig, TiermemConfig
+
+    local = TiermemConfig(mtm=QdrantConfig(location="path", path=tmp_path / "unused"))
+    cfg = _config(tmp_path, systems=("tiermem",), budgets=(1000,), tiermem=local)
+    run(cfg, Console(quiet=True))
+    first = [(r["index"], r["delivered"]) for r in _records(cfg)]
+    (cfg.out / "records.jsonl").unlink()  # answered again, over the memories already stored
+    settings = tmp_path / "read.toml"
+    settings.write_text("[delivery]\ntokens_per_hit = 12\n")
+    cfg.tiermem, cfg.resume = run_config(settings), True
+    assert cfg.tiermem.delivery.tokens_per_hit == 12
+    run(cfg, Console(quiet=True))
+    again = [(r["index"], r["delivered"]) for r in _records(cfg)]
+    assert again == first
+    assert sum(len(delivered) for _, delivered in again) > 0
+    assert not (cfg.out / "state" / "fx-1" / "edge").exists()
+    named = tmp_path / "edge.toml"
+    named.write_text('[mtm]\nkind = "edge"\n')
+    assert run_config(named).mtm.kind == "edge"  # a store the file names is kept

@@ -365,6 +365,20 @@ def test_an_mtm_section_with_qdrants_own_settings_and_no_kind_is_qdrant(tmp_path
         assert mtm.path == where
 
 
+def test_a_store_is_named_by_an_mtm_section_or_an_mtm_variable(tmp_path: Path) -> None:
+    """``names_store``: what decides whether the data directory's embedded store is opened."""
+    from tiermem.settings import names_store
+
+    read_only = tmp_path / "read.toml"
+    read_only.write_text("[delivery]\ntokens_per_hit = 12\n")
+    named = tmp_path / "named.toml"
+    named.write_text('[mtm]\nkind = "qdrant"\n')
+    assert not names_store(None, {"TIERMEM_DATA_DIR": str(tmp_path)})
+    assert not names_store(read_only, {})
+    assert names_store(named, {})
+    assert names_store(read_only, {"TIERMEM_MTM__CAPACITY": "9"})
+
+
 def test_kind_edge_in_a_config_file_keeps_its_shards_under_the_data_directory(
     tmp_path: Path,
 ) -> None:

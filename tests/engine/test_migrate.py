@@ -11,8 +11,10 @@ import pytest
 from rich.console import Console
 from tiermem import ManualClock, Memory
 from tiermem.cli import main
+from tiermem.config import EdgeStoreConfig
 from tiermem.errors import EmbedderMismatchError
 from tiermem.migrate import run_migrate
+from tiermem.settings import load_config
 from tiermem.stores.edge import EdgeStore
 from tiermem.types import MemoryEntry, SearchFilters
 
@@ -81,6 +83,9 @@ def test_a_migrated_data_directory_reads_the_same_on_edge(tmp_path: Path, config
     said = _migrate(root, config)
     assert "moved 2 users (5 entries)" in said  # cy was forgotten: the journal has no cy
     assert _entries(root, "edge") == before
+    # the file names no store: the data directory's default is the shards from now on
+    assert "the data directory opens them from now on" in said
+    assert isinstance(load_config(config, {"TIERMEM_DATA_DIR": str(root)}).mtm, EdgeStoreConfig)
     assert (root / "qdrant").is_dir()  # the source is left as it was
     again = _migrate(root, config)  # a second run moves nothing and checks everything
     assert "moved 0 users (0 entries)" in again
@@ -90,6 +95,16 @@ def test_a_migrated_data_directory_reads_the_same_on_edge(tmp_path: Path, config
     found = _searches(root, "edge")
     assert found == _searches(root, "path")
     assert len(found["ana"] + found["bob"]) == 2
+
+
+def test_a_configuration_that_names_local_mode_is_told_to_name_edge(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    _fill(root)
+    named = tmp_path / "local.toml"
+    named.write_text(CONFIG + '[mtm]\nkind = "qdrant"\n')
+    said = _migrate(root, named)
+    assert f'set [mtm] kind = "edge" (path = "{root / "edge"}") to use them' in said
+    assert load_config(named, {"TIERMEM_DATA_DIR": str(root)}).mtm.kind == "qdrant"
 
 
 def test_a_migration_stopped_half_way_is_finished_by_the_next_run(
