@@ -203,9 +203,19 @@ class _Repeats:
         return bool(new) and all(self._repeats(_words(self._turns[t].text)) for t in new)
 
     def _repeats(self, words: frozenset[str]) -> bool:
-        if len(words) < MIN_WORDS:
+        n = len(words)
+        if n < MIN_WORDS:
             return False
-        return any(len(words & s) >= NEAR_DUPLICATE * len(words | s) for s in self._seen.values())
+        for seen in self._seen.values():
+            m = len(seen)
+            # Jaccard is at most min / max of the two sizes: sets that far apart in size never
+            # reach NEAR_DUPLICATE, and are not intersected (most of them, in a long context).
+            if n < NEAR_DUPLICATE * m or m < NEAR_DUPLICATE * n:
+                continue
+            shared = len(words & seen)
+            if shared >= NEAR_DUPLICATE * (n + m - shared):  # |A & B| / |A | B|
+                return True
+        return False
 
     def add(self, unit: Unit) -> None:
         for t in unit.turn_ids:

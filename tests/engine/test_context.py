@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from tiermem import Memory
 from tiermem.config.tuning import Expansion
-from tiermem.context import ContextTurn, Unit, pack
+from tiermem.context import NEAR_DUPLICATE, ContextTurn, Unit, _Repeats, pack
 from tiermem.errors import InvalidLimitError
 from tiermem.pipeline.deliver import hit_units
 from tiermem.policy import NO_EXPANSION
@@ -344,6 +345,31 @@ def test_a_turn_that_repeats_one_delivered_is_passed_over() -> None:
         "s1:1",
         "s1:2",
     )
+
+
+def test_a_repeat_is_a_word_set_jaccard_of_at_least_nine_tenths() -> None:
+    """At the boundary (9 words of 10 shared) a turn repeats; at 8 of 10 it does not; and on
+    random word sets the check is Jaccard's definition, however far apart their sizes."""
+    words = [f"w{i}" for i in range(12)]
+    delivered = ContextTurn("a", "s", 0, "Ana", " ".join(words[:10]), DAY1)
+
+    def passed_over(text: str) -> bool:
+        turns = {"a": delivered, "b": ContextTurn("b", "s", 1, "Ana", text, DAY1)}
+        return pack([Unit(("a",), 1.0), Unit(("b",), 0.5)], turns, 1000).turn_ids == ("a",)
+
+    assert passed_over(" ".join(words[:9]))  # 9 / 10
+    assert passed_over(" ".join(words[:10] + words[10:11]))  # 10 / 11 > 0.9
+    assert not passed_over(" ".join(words[:8]))  # 8 / 10
+    assert not passed_over(" ".join(words[:9] + words[10:11]))  # 9 / 11
+    rng = random.Random(7)
+    vocabulary = [f"v{i}" for i in range(14)]
+    for _ in range(300):
+        seen = frozenset(rng.sample(vocabulary, rng.randint(4, 14)))
+        new = frozenset(rng.sample(vocabulary, rng.randint(4, 14)))
+        repeats = _Repeats({})
+        repeats._seen["x"] = seen
+        jaccard = len(seen & new) / len(seen | new)
+        assert repeats._repeats(new) == (jaccard >= NEAR_DUPLICATE - 1e-12), (seen, new)
 
 
 def test_a_turn_found_again_takes_no_second_rank() -> None:
