@@ -76,7 +76,9 @@ def load_edge_config(
 def names_store(path: Path | None, environ: Mapping[str, str]) -> bool:
     """Whether the file or the environment sets anything of ``[mtm]``; if neither does, the
     memory opens its data directory's embedded store (``tiermem.config.embedded_mtm``)."""
-    if any(key.upper().startswith(f"{_PREFIX}MTM__") for key in environ):
+    if any(
+        k.startswith(_PREFIX) and k[len(_PREFIX) :].lower().startswith("mtm__") for k in environ
+    ):
         return True
     return "mtm" in _read(path)
 

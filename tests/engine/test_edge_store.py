@@ -377,6 +377,7 @@ def test_a_store_is_named_by_an_mtm_section_or_an_mtm_variable(tmp_path: Path) -
     assert not names_store(read_only, {})
     assert names_store(named, {})
     assert names_store(read_only, {"TIERMEM_MTM__CAPACITY": "9"})
+    assert not names_store(read_only, {"tiermem_mtm__capacity": "9"})  # load_config skips it
 
 
 def test_kind_edge_in_a_config_file_keeps_its_shards_under_the_data_directory(
