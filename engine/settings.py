@@ -24,7 +24,7 @@ not the memory: ``load_config`` leaves it out, ``load_edge_config`` returns it a
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from tiermem.config import (
@@ -56,16 +56,14 @@ def load_edge_config(
     overrides = _read(path)
     data_dir = environ.get(f"{_PREFIX}DATA_DIR") or overrides.pop("data_dir", None)
     config = TiermemConfig.for_data_dir(Path(str(data_dir)) if data_dir else DEFAULT_DATA_DIR)
-    for key, value in environ.items():
-        if key.startswith(_PREFIX) and "__" in key:
-            section, _, field = key[len(_PREFIX) :].lower().partition("__")
-            section_overrides = overrides.setdefault(section, {})
-            if not isinstance(section_overrides, dict):
-                raise ConfigError(f"{key} names {section!r}, which is not a section")
-            if field in _KIND_NAMES:  # one field by either name: the environment's wins
-                for name in _KIND_NAMES:
-                    section_overrides.pop(name, None)
-            section_overrides[field] = value
+    for key, section, field, value in _environment_fields(environ):
+        section_overrides = overrides.setdefault(section, {})
+        if not isinstance(section_overrides, dict):
+            raise ConfigError(f"{key} names {section!r}, which is not a section")
+        if field in _KIND_NAMES:  # one field by either name: the environment's wins
+            for name in _KIND_NAMES:
+                section_overrides.pop(name, None)
+        section_overrides[field] = value
     service = overrides.pop(SERVICE_SECTION, {})
     if not isinstance(service, dict):
         raise ConfigError(f"[{SERVICE_SECTION}] must be a table, got {service!r}")
@@ -76,11 +74,17 @@ def load_edge_config(
 def names_store(path: Path | None, environ: Mapping[str, str]) -> bool:
     """Whether the file or the environment sets anything of ``[mtm]``; if neither does, the
     memory opens its data directory's embedded store (``tiermem.config.embedded_mtm``)."""
-    if any(
-        k.startswith(_PREFIX) and k[len(_PREFIX) :].lower().startswith("mtm__") for k in environ
-    ):
+    if any(section == "mtm" for _, section, _, _ in _environment_fields(environ)):
         return True
     return "mtm" in _read(path)
+
+
+def _environment_fields(environ: Mapping[str, str]) -> Iterator[tuple[str, str, str, str]]:
+    """Each ``TIERMEM_<SECTION>__<FIELD>`` variable: its name, section, field and value."""
+    for key, value in environ.items():
+        if key.startswith(_PREFIX) and "__" in key:
+            section, _, field = key[len(_PREFIX) :].lower().partition("__")
+            yield key, section, field, value
 
 
 def _read(path: Path | None) -> dict[str, object]:
