@@ -98,6 +98,13 @@ def _parser() -> argparse.ArgumentParser:
         "--sample", type=int, default=5, help="entries per user searched on both sides"
     )
 
+    optimize = commands.add_parser(
+        "optimize",
+        help="build HNSW graphs in large Qdrant Edge shards, the memory closed (as a server does)",
+    )
+    optimize.add_argument("--config", type=Path, help="a TOML file")
+    optimize.add_argument("--data-dir", type=Path, help="the memory's data directory")
+
     config = commands.add_parser("config", help="print the configuration in effect")
     config.add_argument("--config", type=Path, help="a TOML file")
 
@@ -159,6 +166,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from tiermem.migrate import run_migrate
 
             run_migrate(args.config, args.data_dir, args.to, args.sample, console)
+        elif args.command == "optimize":
+            from tiermem.optimize import run_optimize
+
+            run_optimize(args.config, args.data_dir, console)
         elif args.command == "train":
             return run_train(args, console)
         elif args.command in SERVICE_COMMANDS:

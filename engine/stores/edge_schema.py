@@ -10,9 +10,12 @@ the fields that filters read (``superseded_by`` too, which every search filters 
 
 Two choices differ from a server collection, both for Edge 0.9.0:
 
-- no HNSW (``indexing_threshold=0``) and exact search: the ranking is the reference store's to
-  the score, and ``optimize()`` (which holds the GIL and blocks the process) only ever vacuums
-  deleted points, never builds a graph (see ``tiermem.stores.edge``);
+- the online path never builds HNSW (``indexing_threshold=0``): ``optimize()`` holds the GIL
+  and blocks the process, so there it only ever vacuums deleted points (see
+  ``tiermem.stores.edge``). ``tiermem optimize`` builds the server's graph offline
+  (``GRAPH_THRESHOLD_KB``, ``HNSW``: its threshold and parameters). Searches ask for no
+  exact scan: a plain segment is searched in full whatever they ask (the reference store's
+  ranking, to the score), a graph as a server searches it;
 - filters never match a boolean: ``MatchValue(False)`` silently matches nothing in 0.9.0.
   "Not superseded" is ``IsEmptyCondition("superseded_by")`` (null or absent): Edge's
   ``set_payload`` of a null removes the key, so clearing a link leaves no null for the
@@ -58,16 +61,22 @@ PAYLOAD_INDEXES: tuple[tuple[str, qe.PayloadSchemaParams], ...] = (
     ("time_ts", qe.FloatIndexParams(memory=COLD)),
     ("superseded_by", KEYWORD),
 )
-EXACT = qe.SearchParams(exact=True)
+# A Qdrant server collection's defaults, said out loud: a segment whose vectors pass 10,000 KB
+# gets an HNSW graph (m 16, ef_construct 100); a filter that leaves fewer points than
+# full_scan_threshold (in KB of vectors) is searched in full.
+GRAPH_THRESHOLD_KB = 10_000
+HNSW = qe.HnswIndexConfig(m=16, ef_construct=100, full_scan_threshold=10_000)
 
 
-def shard_config(dim: int) -> qe.EdgeConfig:
-    """A new shard: ``dim``-d cosine vectors, no HNSW, one search thread (a user's shard is
-    one segment; 64 open shards would otherwise start 64 thread pools)."""
+def shard_config(dim: int, indexing_threshold_kb: int = 0) -> qe.EdgeConfig:
+    """A shard of ``dim``-d cosine vectors, one search thread (a user's shard is one segment;
+    64 open shards would otherwise start 64 thread pools), whose ``optimize()`` builds a graph
+    in a segment past ``indexing_threshold_kb`` of vectors (0: never, the online path's)."""
     return qe.EdgeConfig(
         vectors={DENSE: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine, memory=COLD)},
         payload_memory=COLD,
-        optimizers=qe.EdgeOptimizersConfig(indexing_threshold=0),
+        hnsw_config=HNSW,
+        optimizers=qe.EdgeOptimizersConfig(indexing_threshold=indexing_threshold_kb),
         max_search_threads=1,
     )
 
@@ -93,13 +102,13 @@ def to_edge_filter(filters: SearchFilters | None) -> qe.Filter | None:
 
 
 def dense_query(vector: list[float], query_filter: qe.Filter | None, limit: int) -> qe.QueryRequest:
-    """The top ``limit`` by cosine, exact, with payloads."""
+    """The top ``limit`` by cosine, with payloads: exact in a plain segment, through the graph
+    in one that ``tiermem optimize`` indexed."""
     return qe.QueryRequest(
         limit=limit,
         query=qe.Query.Nearest(vector, using=DENSE),
         filter=query_filter,
         with_payload=True,
-        params=EXACT,
     )
 
 

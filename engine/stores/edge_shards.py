@@ -12,7 +12,11 @@ new shard is a copy of an empty, indexed template shard that the pool makes once
 
 Closing a shard that saw a delete since it was opened runs Edge's ``optimize()``: with no
 HNSW to build (``edge_schema.shard_config``), the optimizer plans only a vacuum, and only of a
-segment that is at least a fifth deleted; otherwise it returns at once.
+segment that is at least a fifth deleted; otherwise it returns at once. A graph is built only
+by ``build_graph`` (``tiermem optimize``, the memory closed), under the shard's lock: Edge
+builds it in a new segment and swaps it in, and the online threshold (none) is written back
+after. A shard whose build stopped before that is opened with the online threshold again, so
+no close of the online path ever builds a graph.
 
 Edge writes through memory maps of sparse files, so a full disk does not fail a write: the
 process dies of SIGBUS. Every write, and every opening of a shard, therefore first checks
@@ -37,6 +41,7 @@ import json
 import logging
 import os
 import shutil
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -50,6 +55,7 @@ from tiermem.errors import StoreError
 from tiermem.ltm.persist import DirectoryLock
 from tiermem.stores.edge_schema import PAYLOAD_INDEXES, shard_config
 from tiermem.stores.files import copy_sparse, restrict_tree
+from tiermem.stores.records import STAGING_SUFFIX
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +89,17 @@ def edge_call(what: str, fn: Callable[[], _T]) -> _T:
         raise
     except Exception as exc:  # Edge 0.9.0 raises no narrower type: translated, never hidden
         raise StoreError(f"qdrant edge {what} failed: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class GraphReport:
+    """One shard after ``build_graph``: its entries, how many of them a graph indexes (0: the
+    shard is plain, under the threshold), and the seconds the build took."""
+
+    name: str
+    entries: int
+    indexed: int
+    seconds: float
 
 
 @dataclass
@@ -138,7 +155,9 @@ class ShardPool:
         try:
             if not (path / _EDGE_CONFIG).exists():
                 self._copy_template(path)
-            shard = edge_call("load", lambda: qe.EdgeShard.load(str(path)))
+            # a graph build that stopped left its threshold: the online path's goes back
+            online = shard_config(self._dim) if _indexing_threshold(path) else None
+            shard = edge_call("load", lambda: qe.EdgeShard.load(str(path), online))
             _ensure_indexes(shard)
         except BaseException:
             lock.release()
@@ -202,6 +221,43 @@ class ShardPool:
             logger.warning("MTM shard %s left unvacuumed: %s", opened.name, exc)
             return
         edge_call("optimize", opened.shard.optimize)
+
+    def names(self) -> list[str]:
+        """Every shard under the root (not the template new ones are copied from, nor a
+        reindex's staging copy)."""
+        return sorted(
+            p.name
+            for p in self.root.iterdir()
+            if not p.name.startswith(".")
+            and not p.name.endswith(STAGING_SUFFIX)
+            and (p / _EDGE_CONFIG).exists()
+        )
+
+    def build_graph(self, name: str, threshold_kb: int) -> GraphReport:
+        """Build an HNSW graph in shard ``name``'s segments that pass ``threshold_kb`` of
+        vectors (Edge's indexing optimizer; blocks this process, see the module's docstring),
+        then write the online threshold back. ``ShardLockedError`` if another opener has it."""
+        self.close(name)
+        path = self.path(name)
+        lock = _lock(path)
+        try:
+            require_room(self.root, "build a graph", extra=disk_bytes(path))
+            config = shard_config(self._dim, threshold_kb)
+            shard = edge_call("load", lambda: qe.EdgeShard.load(str(path), config))
+            try:
+                started = time.perf_counter()
+                edge_call("optimize", shard.optimize)
+                seconds = time.perf_counter() - started
+                info = edge_call("info", shard.info)
+            finally:
+                edge_call("close", shard.close)
+            online = shard_config(self._dim)
+            written = edge_call("load", lambda: qe.EdgeShard.load(str(path), online))
+            edge_call("close", written.close)
+            restrict_tree(path)
+        finally:
+            lock.release()
+        return GraphReport(name, info.points_count, info.indexed_vectors_count, seconds)
 
     def close_all(self) -> None:
         errors: list[StoreError] = []
@@ -330,6 +386,15 @@ def _copy_shard(source: Path, target: Path) -> None:
             copy_sparse(item, copied)
     copy_sparse(source / _EDGE_CONFIG, target / f"{_EDGE_CONFIG}.tmp")
     os.replace(target / f"{_EDGE_CONFIG}.tmp", target / _EDGE_CONFIG)
+
+
+def _indexing_threshold(path: Path) -> int:
+    """The indexing threshold in the shard's own config file (0: none, or no file yet)."""
+    try:
+        config = json.loads((path / _EDGE_CONFIG).read_text(encoding="utf-8"))
+        return int(config["optimizers"]["indexing_threshold"] or 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
 
 
 def _ensure_indexes(shard: qe.EdgeShard) -> None:

@@ -57,10 +57,13 @@ def reindex_state(metadata: Mapping[str, Any] | None) -> ReindexState | None:
     return state if state in ("staging", "complete", "filling") else None
 
 
+STAGING_SUFFIX: Final = "_reindex"
+
+
 def staging_name(name: str) -> str:
     """Where a reindex of collection ``name`` stages its new vectors (never a user's name:
     those end in their digest)."""
-    return f"{name}_reindex"
+    return f"{name}{STAGING_SUFFIX}"
 
 
 def judge_record(

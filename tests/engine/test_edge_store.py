@@ -5,9 +5,11 @@ path, no boolean filter for Edge 0.9.0 to drop, its optimize policy, and a full 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -291,6 +293,120 @@ def test_writes_and_reads_never_optimize_and_closing_vacuums_a_deleted_fifth(
     reopened = EdgeStore(tmp_path, dim=DIM, prefix="t_")
     assert (reopened.count("ana"), reopened.count("bob")) == (900, 1400)
     reopened.close()
+
+
+# -- a graph built offline (`tiermem optimize`) -------------------------------------------------
+
+
+def _random_entries(store: EdgeStore, user: str, n: int, seed: int) -> dict[str, np.ndarray]:
+    """``n`` entries with random unit vectors: each is its own vector's only nearest entry."""
+    rng = np.random.default_rng(seed)
+    vectors = rng.standard_normal((n, DIM)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    entries = _entries(user, n, start=seed * 100_000)
+    store.upsert(user, entries, vectors)
+    return {e.id: v for e, v in zip(entries, vectors, strict=True)}
+
+
+def _nearest(store: EdgeStore, user: str, vector: np.ndarray) -> str:
+    return store.search(user, vector, SearchFilters(), 3)[0].entry.id
+
+
+def _optimizer_threshold(root: Path, user: str) -> object:
+    config = json.loads((_shard(root, user) / "edge_config.json").read_text())
+    return config["optimizers"]["indexing_threshold"]
+
+
+@pytest.mark.slow  # 3,000 entries, a graph built
+def test_a_graph_built_offline_is_searched_and_the_online_path_never_builds_one(
+    tmp_path: Path,
+) -> None:
+    store = EdgeStore(tmp_path, dim=DIM, prefix="t_")
+    ana = _random_entries(store, "ana", 3000, seed=1)
+    _random_entries(store, "bob", 20, seed=2)  # 1.3 KB of vectors: under the threshold
+    built = {r.name: r for r in store.build_graphs(threshold_kb=100)}
+    assert built[collection_name("t_", "ana")].indexed == 3000  # 188 KB of vectors
+    assert built[collection_name("t_", "bob")].indexed == 0
+    assert _optimizer_threshold(tmp_path, "ana") == 0  # what the online path opens
+    probes = list(ana.items())[::150]
+    assert all(_nearest(store, "ana", v) == i for i, v in probes)
+    late = _random_entries(store, "ana", 50, seed=3)  # beside the graph, in a plain segment
+    assert all(_nearest(store, "ana", v) == i for i, v in late.items())
+    store.delete("ana", [i for i, _ in probes[:5]])
+    store.close()  # a shard that saw a delete is optimized on closing: no graph is built
+    reopened = EdgeStore(tmp_path, dim=DIM, prefix="t_")
+    assert reopened.count("ana") == 3045
+    assert all(_nearest(reopened, "ana", v) == i for i, v in probes[5:])
+    reopened.drop_user("ana")  # erasure removes the graph with the rest
+    assert not _shard(tmp_path, "ana").exists()
+    reopened.close()
+
+
+def test_no_graph_is_built_in_a_shard_another_opener_holds(
+    tmp_path: Path, stores: list[EdgeStore]
+) -> None:
+    holder = _store(stores, tmp_path)
+    _write(holder, "ana", 3)
+    other = _store(stores, tmp_path)
+    with pytest.raises(ShardLockedError, match="in use by process"):
+        other.build_graphs(threshold_kb=1)
+    assert holder.count("ana") == 3
+
+
+@pytest.mark.slow  # a second Python process, killed while it builds a graph
+def test_a_graph_build_killed_half_way_loses_nothing(tmp_path: Path) -> None:
+    store = EdgeStore(tmp_path, dim=DIM, prefix="t_")
+    written = _random_entries(store, "ana", 20_000, seed=4)
+    store.close()
+    script = textwrap.dedent(f"""
+        from pathlib import Path
+        from tiermem.stores.edge import EdgeStore
+        print("building", flush=True)
+        EdgeStore(Path({str(tmp_path)!r}), dim={DIM}, prefix="t_").build_graphs(threshold_kb=100)
+    """)
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    assert child.stdout.readline() == "building\n"
+    time.sleep(1.0)  # into the build (about 2 s for 20,000 entries on two cores)
+    child.kill()
+    child.wait(timeout=60)
+    reopened = EdgeStore(tmp_path, dim=DIM, prefix="t_")
+    assert reopened.count("ana") == 20_000
+    assert _optimizer_threshold(tmp_path, "ana") == 0  # a stopped build is no online build
+    probes = list(written.items())[::1000]
+    assert all(_nearest(reopened, "ana", v) == i for i, v in probes)
+    [report] = reopened.build_graphs(threshold_kb=100)  # run again, it finishes
+    assert report.indexed == 20_000
+    assert all(_nearest(reopened, "ana", v) == i for i, v in probes)
+    reopened.close()
+
+
+def test_tiermem_optimize_on_a_data_directory_a_held_shard_and_a_store_of_another_kind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tiermem.cli import main
+
+    root = tmp_path / "data"
+    config = tmp_path / "tiermem.toml"
+    config.write_text('[embedder]\nkind = "hash"\nmodel = "hash-384"\n')
+    memory = Memory(config_for("edge", root), clock=ManualClock(T0))
+    memory.add(chat(("user", "I keep bees on the roof.")), "ana")
+    memory.add(chat(("user", "I sail on Sundays.")), "bob")
+    assert main(["optimize", "--data-dir", str(root), "--config", str(config)]) == 2
+    assert "in use by process" in capsys.readouterr().out  # the memory holds its shards
+    memory.close()
+    assert main(["optimize", "--data-dir", str(root), "--config", str(config)]) == 0
+    said = capsys.readouterr().out
+    assert "0 of 2 shards" in said
+    assert "stay plain" in said
+    with Memory(config_for("edge", root), clock=ManualClock(T0)) as reopened:
+        assert [h.entry.text for h in reopened.search("bees", "ana", k=1)] == [
+            "Ana: I keep bees on the roof."
+        ]
+    local = tmp_path / "local.toml"
+    local.write_text('[embedder]\nkind = "hash"\nmodel = "hash-384"\n[mtm]\nkind = "qdrant"\n')
+    assert main(["optimize", "--data-dir", str(root), "--config", str(local)]) == 2
+    assert "Qdrant Edge shards" in capsys.readouterr().out
 
 
 # -- a full disk: typed errors, never SIGBUS ---------------------------------------------------
