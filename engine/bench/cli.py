@@ -28,9 +28,10 @@ def add_bench_parser(commands: Any) -> Any:
     mtm.add_argument("--users", type=int, default=1, help="users, each filled with a size")
     mtm.add_argument(
         "--stores",
-        default="qdrant-embedded,qdrant-edge,exact-reference",
+        default="qdrant-embedded,qdrant-edge,qdrant-edge-graph,exact-reference",
         help="which stores, comma-separated: qdrant-embedded (qdrant-client's local mode), "
-        "qdrant-edge (Qdrant Edge shards), exact-reference (the baseline)",
+        "qdrant-edge (Qdrant Edge shards), qdrant-edge-graph (the shards after `tiermem "
+        "optimize`), exact-reference (the baseline)",
     )
     mtm.add_argument("--out", type=Path, help="also write the results as JSON here")
     upd = suites.add_parser(

@@ -7,9 +7,10 @@ and then its first search: a store that opens lazily pays there), then single ``
 a random one of the users (one user: always it). Each timed call's store and journal calls
 are counted; the process's resident memory is read after the restart and again after the
 timed calls, and the store's files are measured on disk. The same run measures each store
-kind (``STORES``: qdrant-client's embedded mode, Qdrant Edge shards, and the exact in-memory
-reference store as the baseline) through the same ``Memory`` API and the same embedder, so
-the ratio isolates what a store costs. Each store at each size is filled in one process and
+kind (``STORES``: qdrant-client's embedded mode, Qdrant Edge shards, the same shards after
+``tiermem optimize`` built their graphs (timed), and the exact in-memory reference store as
+the baseline) through the same ``Memory`` API and the same embedder, so the ratio isolates
+what a store costs. Each store at each size is filled in one process and
 measured in the next, so its resident memory, open and first search are its own.
 """
 
@@ -40,9 +41,15 @@ from tiermem.errors import InvalidInputError
 from tiermem.journal import Journal
 from tiermem.memory import Memory
 from tiermem.stores.base import MTMStore
+from tiermem.stores.edge import EdgeStore
 
 _A = TypeVar("_A")
-STORES = {"qdrant-embedded": "path", "qdrant-edge": "edge", "exact-reference": "reference"}
+STORES = {
+    "qdrant-embedded": "path",
+    "qdrant-edge": "edge",
+    "qdrant-edge-graph": "edge-graph",
+    "exact-reference": "reference",
+}
 """The stores one run measures, by the label its table gives them: where each lives."""
 BASELINE = "exact-reference"
 _SUBJECTS = (
@@ -141,6 +148,8 @@ class Row:
     first_search_s: float = 0.0  # the first search after the restart
     rss_end_mib: float = 0.0  # after the timed calls
     disk_mib: float = 0.0  # the store's files after the fill (0: in memory)
+    graph_s: float = 0.0  # ``tiermem optimize`` after the fill (edge-graph only)
+    graph_indexed: int = 0  # the entries its graphs index (0: every shard under the threshold)
 
 
 class CallCounter:
@@ -193,6 +202,19 @@ def _fill(config: TiermemConfig, users: int, size: int, start: datetime) -> floa
     return time.perf_counter() - began
 
 
+def _build_graphs(config: TiermemConfig) -> tuple[float, int]:
+    """``tiermem optimize`` on the filled shards: its seconds, and the entries graphs index."""
+    built = build_components(config)
+    try:
+        assert isinstance(built.store, EdgeStore)
+        began = time.perf_counter()
+        reports = built.store.build_graphs()
+        return time.perf_counter() - began, sum(r.indexed for r in reports)
+    finally:
+        for close in (built.store.close, built.journal.close, *built.closers):
+            close()
+
+
 def _rss_mib() -> float:
     """The process's resident memory now (Linux's /proc; else its peak, from getrusage)."""
     try:
@@ -220,9 +242,11 @@ def measure(
     samples: int,
     users: int = 1,
     fill_s: float | None = None,
+    graph: tuple[float, int] = (0.0, 0),
 ) -> Row:
     """One store at one size. ``fill_s``: the store was filled already (by another process,
-    in that many seconds); ``None``: fill it here first."""
+    in that many seconds); ``None``: fill it here first. ``graph``: ``_build_graphs``'s
+    seconds and entries, for the row."""
     start = START
     # the reference store lives in memory: it is filled and measured in one open memory
     in_memory = isinstance(config.mtm, ReferenceStoreConfig)
@@ -283,6 +307,7 @@ def measure(
         first_search_s,
         rss_end,
         disk,
+        *graph,
     )
 
 
@@ -295,7 +320,7 @@ def _config(root: Path, embedder: str, location: str, size: int) -> TiermemConfi
     mtm: MTMConfig
     if location == "path":
         mtm = QdrantConfig(location="path", path=root / "qdrant", capacity=capacity)
-    elif location == "edge":
+    elif location in ("edge", "edge-graph"):
         mtm = EdgeStoreConfig(path=root / "edge", capacity=capacity)
     else:
         mtm = ReferenceStoreConfig(capacity=capacity)
@@ -329,12 +354,17 @@ def main(
             with tempfile.TemporaryDirectory(prefix="tiermem-bench-") as tmp:
                 console.print(f"filling {label} with {users} x {size} entries ...")
                 config = _config(Path(tmp), embedder, location, size)
-                fill_s = None
+                fill_s, graph = None, (0.0, 0)
                 if location != "reference":  # filled in one process, measured in the next
                     with ProcessPoolExecutor(1, mp_context=spawn) as child:
                         fill_s = child.submit(_fill, config, users, size, START).result()
+                if location == "edge-graph":  # and optimized in one between
+                    with ProcessPoolExecutor(1, mp_context=spawn) as child:
+                        graph = child.submit(_build_graphs, config).result()
                 with ProcessPoolExecutor(1, mp_context=spawn) as child:
-                    measured = child.submit(measure, config, label, size, samples, users, fill_s)
+                    measured = child.submit(
+                        measure, config, label, size, samples, users, fill_s, graph
+                    )
                     rows.append(measured.result())
     title = f"MTM cost, {users} user(s), embedder={embedder}, {samples} calls each"
     table = Table(title=title)
@@ -370,7 +400,12 @@ def main(
             f"{r.open_s:.2f} / {r.first_search_s:.2f}",
             f"{r.rss_mib:.0f} / {r.rss_end_mib:.0f}",
             f"{r.disk_mib:.0f}",
-            f"{r.fill_s:.1f} ({r.users * r.entries / max(r.fill_s, 1e-9):.0f})",
+            f"{r.fill_s:.1f} ({r.users * r.entries / max(r.fill_s, 1e-9):.0f})"
+            + (
+                f" + graph {r.graph_s:.1f} ({r.graph_indexed})"
+                if STORES[r.store] == "edge-graph"
+                else ""
+            ),
         )
     console.print(table)
     if out is not None:

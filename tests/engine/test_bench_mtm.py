@@ -16,7 +16,12 @@ def test_bench_mtm_measures_every_store_in_one_run(tmp_path: Path) -> None:
     out = tmp_path / "mtm.json"
     console = Console(file=io.StringIO(), width=250)
     rows = main([30], 3, "hash", out, console, users=2)
-    assert [r.store for r in rows] == ["qdrant-embedded", "qdrant-edge", "exact-reference"]
+    assert [r.store for r in rows] == [
+        "qdrant-embedded",
+        "qdrant-edge",
+        "qdrant-edge-graph",
+        "exact-reference",
+    ]
     for row in rows:
         assert row.users == 2
         assert row.add_p50_ms > 0
@@ -30,9 +35,13 @@ def test_bench_mtm_measures_every_store_in_one_run(tmp_path: Path) -> None:
     assert on_disk["qdrant-embedded"] > 0
     assert on_disk["qdrant-edge"] > 0
     assert on_disk["exact-reference"] == 0
-    assert len(json.loads(out.read_text())) == 3
+    graphed = {r.store: (r.graph_s > 0, r.graph_indexed) for r in rows}
+    assert graphed["qdrant-edge-graph"] == (True, 0)  # optimized: 30 entries stay plain
+    assert graphed["qdrant-edge"] == (False, 0)
+    assert len(json.loads(out.read_text())) == 4
     table = console.file.getvalue()  # type: ignore[attr-defined]
     assert "qdrant-edge" in table
+    assert "+ graph" in table
     assert "1.00x" in table  # the reference against itself
 
 
