@@ -2,15 +2,19 @@
 memory is closed.
 
 Edge 0.9.0 has no background optimizer, and its ``optimize()`` holds the GIL until it is done:
-86.8 s for a shard of 10^5 entries on two cores, during which the process answers nothing. So
-the online path never builds a graph (``tiermem.stores.edge``), and this command does, under
-the data directory's claim (no service or other process beside it). Each user's shard whose
-vectors pass the indexing threshold of a Qdrant server collection (``GRAPH_THRESHOLD_KB``,
-about 6,500 entries of 384 dimensions) gets the graph a server would build; smaller shards
-stay plain, searched in full. Searches then read the graph, as a server's do (approximate,
-where a plain shard is exact); entries added later go to a plain segment beside it, searched
-in full, until the next run. Stopped anywhere (kill -9 included), a run loses nothing: Edge
-builds the graph in a segment of its own and swaps it in, and the next run builds it again.
+101.7 s for a shard of 10^5 entries on two cores (``bench mtm``), during which the process
+answers nothing. So the online path never builds a graph (``tiermem.stores.edge``), and this
+command does. It takes the data directory's claim, which keeps a service out; a shard that a
+library ``Memory`` (or any other process) holds is reported and left as it was, and while a
+shard's graph is built, another process that asks for that user gets ``ShardLockedError``.
+
+Each user's shard whose vectors pass the indexing threshold of a Qdrant server collection
+(``GRAPH_THRESHOLD_KB``: 10,000 KiB, about 6,700 entries of 384 dimensions) gets the graph a
+server would build; smaller shards stay plain, searched in full. Searches then read the
+graph, approximately, as a server's do. Entries added later go to a plain segment beside it,
+searched in full, and a later run indexes that segment once it passes the threshold on its
+own. Stopped anywhere (kill -9 included), a run loses nothing: Edge builds the graph in a
+segment of its own and swaps it in; the next opening removes what a stopped build left.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from pathlib import Path
 
 from rich.console import Console
 from tiermem.config.stores import EdgeStoreConfig
-from tiermem.errors import ConfigError
+from tiermem.errors import ConfigError, StoreError
 from tiermem.stores.edge_schema import GRAPH_THRESHOLD_KB
 from tiermem.stores.edge_shards import GraphReport
 
@@ -34,15 +38,20 @@ class OptimizeReport:
     path: Path
 
     @property
-    def built(self) -> list[GraphReport]:
+    def graphed(self) -> list[GraphReport]:
         return [r for r in self.shards if r.indexed]
+
+    @property
+    def failed(self) -> list[GraphReport]:
+        return [r for r in self.shards if r.error is not None]
 
 
 def run_optimize(
     config_file: Path | None, data_dir: Path | None, console: Console
 ) -> OptimizeReport:
     """``tiermem optimize``: graphs for the configured Edge shards (``mtm.path``, by default
-    ``<data_dir>/edge``), under the data directory's claim."""
+    ``<data_dir>/edge``), under the data directory's claim. ``StoreError`` after the report
+    when a shard was left as it was."""
     from tiermem.embedding import build_embedder
     from tiermem.ownership import claim_data_dir
     from tiermem.settings import load_config
@@ -61,6 +70,8 @@ def run_optimize(
         )
     if config.data_dir is None:
         raise ConfigError("tiermem optimize needs a data directory on disk (--data-dir)")
+    if not config.mtm.path.is_dir():
+        raise ConfigError(f"no Edge shards at {config.mtm.path}: is the data directory right?")
     claim = claim_data_dir(Path(config.data_dir))
     try:
         embedder = build_embedder(config.embedder)
@@ -72,16 +83,27 @@ def run_optimize(
             store.close()
     finally:
         claim.release()
-    built = report.built
-    seconds = sum(r.seconds for r in report.shards)
+    _say(report, console)
+    if report.failed:
+        raise StoreError(
+            f"{len(report.failed)} of {len(report.shards)} shards were left as they were "
+            "(above); run tiermem optimize again once that is fixed"
+        )
+    return report
+
+
+def _say(report: OptimizeReport, console: Console) -> None:
+    graphed, seconds = report.graphed, sum(r.seconds for r in report.shards)
     said = (
-        f"{len(built)} of {len(report.shards)} shards under {report.path} hold a graph "
-        f"({sum(r.indexed for r in built)} entries), built in {seconds:.1f} s"
+        f"{len(graphed)} of {len(report.shards)} shards under {report.path} hold a graph "
+        f"({sum(r.indexed for r in graphed)} entries); this run took {seconds:.1f} s"
     )
-    if len(built) < len(report.shards):
+    plain = len(report.shards) - len(graphed) - len(report.failed)
+    if plain:
         said += (
-            f"; the others hold under {GRAPH_THRESHOLD_KB:,} KB of vectors (Qdrant's indexing "
+            f"; {plain} hold under {GRAPH_THRESHOLD_KB:,} KiB of vectors (Qdrant's indexing "
             "threshold) and stay plain, searched in full"
         )
-    console.print(said, highlight=False, markup=False)
-    return report
+    console.print(said, highlight=False, markup=False, soft_wrap=True)
+    for r in report.failed:
+        console.print(f"shard {r.name}: {r.error}", highlight=False, markup=False, soft_wrap=True)

@@ -371,10 +371,23 @@ class EdgeStore:
 
     def build_graphs(self, threshold_kb: int = GRAPH_THRESHOLD_KB) -> list[GraphReport]:
         """An HNSW graph in every shard whose vectors pass ``threshold_kb`` (a Qdrant server's
-        default), one shard at a time: each blocks the process while Edge builds it (86.8 s
-        for 10^5 entries on two cores), so only ``tiermem optimize`` calls this."""
+        default), one shard at a time: each blocks the process while Edge builds it (101.7 s
+        for 10^5 entries on two cores, ``bench mtm``), so only ``tiermem optimize`` calls
+        this. A shard that cannot be built (held by another process, of another vector size,
+        unreadable) is reported with its reason and left as it was; the others are built."""
+        reports = []
         with self._lock:
-            return [self._pool.build_graph(name, threshold_kb) for name in self._pool.names()]
+            for name in self._pool.names():
+                size = self._pool.stored_dim(name)
+                if size != self._dim:
+                    why = f"holds vectors of size {size}, not {self._dim}: reindex its user first"
+                    reports.append(GraphReport(name, 0, 0, 0.0, why))
+                    continue
+                try:
+                    reports.append(self._pool.build_graph(name, threshold_kb))
+                except StoreError as exc:
+                    reports.append(GraphReport(name, 0, 0, 0.0, str(exc)))
+        return reports
 
     def close(self) -> None:
         """Close every open shard (optimized first where it saw a delete)."""

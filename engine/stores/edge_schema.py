@@ -62,8 +62,9 @@ PAYLOAD_INDEXES: tuple[tuple[str, qe.PayloadSchemaParams], ...] = (
     ("superseded_by", KEYWORD),
 )
 # A Qdrant server collection's defaults, said out loud: a segment whose vectors pass 10,000 KB
-# gets an HNSW graph (m 16, ef_construct 100); a filter that leaves fewer points than
-# full_scan_threshold (in KB of vectors) is searched in full.
+# (KiB: about 6,700 vectors of 384 dimensions) gets an HNSW graph (m 16, ef_construct 100); a
+# filter that leaves fewer points than full_scan_threshold (in KB of vectors) is searched in
+# full.
 GRAPH_THRESHOLD_KB = 10_000
 HNSW = qe.HnswIndexConfig(m=16, ef_construct=100, full_scan_threshold=10_000)
 

@@ -14,9 +14,10 @@ Closing a shard that saw a delete since it was opened runs Edge's ``optimize()``
 HNSW to build (``edge_schema.shard_config``), the optimizer plans only a vacuum, and only of a
 segment that is at least a fifth deleted; otherwise it returns at once. A graph is built only
 by ``build_graph`` (``tiermem optimize``, the memory closed), under the shard's lock: Edge
-builds it in a new segment and swaps it in, and the online threshold (none) is written back
-after. A shard whose build stopped before that is opened with the online threshold again, so
-no close of the online path ever builds a graph.
+builds it in a new segment (under ``temp_segments``) and swaps it in, and the online threshold
+(none) is written back after. A shard whose build stopped before that is opened with the
+online threshold again, so no close of the online path ever builds a graph, and what the
+stopped build left in ``temp_segments`` is removed first.
 
 Edge writes through memory maps of sparse files, so a full disk does not fail a write: the
 process dies of SIGBUS. Every write, and every opening of a shard, therefore first checks
@@ -65,6 +66,7 @@ META_FILE = "tiermem.json"
 # reading a hole of a shared map allocates it, opening a shard faults in about 90 MiB of maps.
 MIN_FREE_BYTES = 128 * 2**20
 _EDGE_CONFIG = "edge_config.json"  # Edge writes it first: a directory without it holds no shard
+_TEMP_SEGMENTS = "temp_segments"  # where Edge's optimizer builds a segment before swapping it in
 _T = TypeVar("_T")
 _TEMPLATES: dict[int, Path] = {}  # a template this process made, by dimension
 
@@ -94,12 +96,14 @@ def edge_call(what: str, fn: Callable[[], _T]) -> _T:
 @dataclass(frozen=True, slots=True)
 class GraphReport:
     """One shard after ``build_graph``: its entries, how many of them a graph indexes (0: the
-    shard is plain, under the threshold), and the seconds the build took."""
+    shard is plain, under the threshold), and the seconds the build took; or why it was left
+    as it was (``error``)."""
 
     name: str
     entries: int
     indexed: int
     seconds: float
+    error: str | None = None  # why the shard was left as it was
 
 
 @dataclass
@@ -155,8 +159,13 @@ class ShardPool:
         try:
             if not (path / _EDGE_CONFIG).exists():
                 self._copy_template(path)
+            _clear_unfinished(path)
             # a graph build that stopped left its threshold: the online path's goes back
-            online = shard_config(self._dim) if _indexing_threshold(path) else None
+            online = (
+                shard_config(self.stored_dim(name) or self._dim)
+                if _indexing_threshold(path)
+                else None
+            )
             shard = edge_call("load", lambda: qe.EdgeShard.load(str(path), online))
             _ensure_indexes(shard)
         except BaseException:
@@ -242,6 +251,7 @@ class ShardPool:
         lock = _lock(path)
         try:
             require_room(self.root, "build a graph", extra=disk_bytes(path))
+            _clear_unfinished(path)
             config = shard_config(self._dim, threshold_kb)
             shard = edge_call("load", lambda: qe.EdgeShard.load(str(path), config))
             try:
@@ -386,6 +396,21 @@ def _copy_shard(source: Path, target: Path) -> None:
             copy_sparse(item, copied)
     copy_sparse(source / _EDGE_CONFIG, target / f"{_EDGE_CONFIG}.tmp")
     os.replace(target / f"{_EDGE_CONFIG}.tmp", target / _EDGE_CONFIG)
+
+
+def _clear_unfinished(path: Path) -> None:
+    """Remove what an ``optimize()`` stopped part way left in the shard's ``temp_segments``: a
+    half-built copy of its segments, which Edge never reads again and which would keep the
+    text of entries deleted since (each stopped build a shard's size more on disk). Called
+    under the shard's lock, before Edge opens it."""
+    temp = path / _TEMP_SEGMENTS
+    if not temp.is_dir():
+        return
+    for item in temp.iterdir():
+        if item.is_dir() and not item.is_symlink():
+            shutil.rmtree(item)
+        else:
+            item.unlink()
 
 
 def _indexing_threshold(path: Path) -> int:

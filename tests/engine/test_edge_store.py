@@ -333,7 +333,7 @@ def test_a_graph_built_offline_is_searched_and_the_online_path_never_builds_one(
     late = _random_entries(store, "ana", 50, seed=3)  # beside the graph, in a plain segment
     assert all(_nearest(store, "ana", v) == i for i, v in late.items())
     store.delete("ana", [i for i, _ in probes[:5]])
-    store.close()  # a shard that saw a delete is optimized on closing: no graph is built
+    store.close()  # it saw a delete: closing runs optimize(), with the online threshold
     reopened = EdgeStore(tmp_path, dim=DIM, prefix="t_")
     assert reopened.count("ana") == 3045
     assert all(_nearest(reopened, "ana", v) == i for i, v in probes[5:])
@@ -342,21 +342,29 @@ def test_a_graph_built_offline_is_searched_and_the_online_path_never_builds_one(
     reopened.close()
 
 
-def test_no_graph_is_built_in_a_shard_another_opener_holds(
+def test_a_shard_that_cannot_be_built_is_reported_and_the_others_are_built(
     tmp_path: Path, stores: list[EdgeStore]
 ) -> None:
     holder = _store(stores, tmp_path)
-    _write(holder, "ana", 3)
+    _write(holder, "ana", 3)  # held open by another store
+    small = EdgeStore(tmp_path, dim=8, prefix="t_")
+    small.upsert("cy", _entries("cy", 2), np.ones((2, 8), dtype=np.float32))
+    small.close()  # a shard of another vector size
     other = _store(stores, tmp_path)
-    with pytest.raises(ShardLockedError, match="in use by process"):
-        other.build_graphs(threshold_kb=1)
+    bob = _random_entries(other, "bob", 2000, seed=5)  # 125 KiB of vectors
+    reports = {r.name: r for r in other.build_graphs(threshold_kb=100)}
+    assert "in use by process" in str(reports[collection_name("t_", "ana")].error)
+    assert "size 8, not 16" in str(reports[collection_name("t_", "cy")].error)
+    built = reports[collection_name("t_", "bob")]
+    assert (built.error, built.indexed) == (None, 2000)
     assert holder.count("ana") == 3
+    assert all(_nearest(other, "bob", v) == i for i, v in list(bob.items())[::200])
 
 
 @pytest.mark.slow  # a second Python process, killed while it builds a graph
 def test_a_graph_build_killed_half_way_loses_nothing(tmp_path: Path) -> None:
     store = EdgeStore(tmp_path, dim=DIM, prefix="t_")
-    written = _random_entries(store, "ana", 20_000, seed=4)
+    written = _random_entries(store, "ana", 50_000, seed=4)
     store.close()
     script = textwrap.dedent(f"""
         from pathlib import Path
@@ -367,16 +375,20 @@ def test_a_graph_build_killed_half_way_loses_nothing(tmp_path: Path) -> None:
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     assert child.stdout is not None
     assert child.stdout.readline() == "building\n"
-    time.sleep(1.0)  # into the build (about 2 s for 20,000 entries on two cores)
+    time.sleep(1.0)  # into the build (about 5 s for 50,000 entries on two cores)
     child.kill()
     child.wait(timeout=60)
+    temp = _shard(tmp_path, "ana") / "temp_segments"
+    assert _optimizer_threshold(tmp_path, "ana") == 100  # killed part way
+    assert any(temp.iterdir())  # a half-built copy of the shard, deleted entries and all
     reopened = EdgeStore(tmp_path, dim=DIM, prefix="t_")
-    assert reopened.count("ana") == 20_000
+    assert reopened.count("ana") == 50_000
     assert _optimizer_threshold(tmp_path, "ana") == 0  # a stopped build is no online build
-    probes = list(written.items())[::1000]
+    assert not any(temp.iterdir())
+    probes = list(written.items())[::2500]
     assert all(_nearest(reopened, "ana", v) == i for i, v in probes)
     [report] = reopened.build_graphs(threshold_kb=100)  # run again, it finishes
-    assert report.indexed == 20_000
+    assert report.indexed == 50_000
     assert all(_nearest(reopened, "ana", v) == i for i, v in probes)
     reopened.close()
 
@@ -398,11 +410,15 @@ def test_tiermem_optimize_on_a_data_directory_a_held_shard_and_a_store_of_anothe
     assert main(["optimize", "--data-dir", str(root), "--config", str(config)]) == 0
     said = capsys.readouterr().out
     assert "0 of 2 shards" in said
-    assert "stay plain" in said
+    assert "2 hold under" in said
     with Memory(config_for("edge", root), clock=ManualClock(T0)) as reopened:
         assert [h.entry.text for h in reopened.search("bees", "ana", k=1)] == [
             "Ana: I keep bees on the roof."
         ]
+    nowhere = tmp_path / "nowhere"
+    assert main(["optimize", "--data-dir", str(nowhere), "--config", str(config)]) == 2
+    assert "no Edge shards at" in capsys.readouterr().out
+    assert not nowhere.exists()
     local = tmp_path / "local.toml"
     local.write_text('[embedder]\nkind = "hash"\nmodel = "hash-384"\n[mtm]\nkind = "qdrant"\n')
     assert main(["optimize", "--data-dir", str(root), "--config", str(local)]) == 2
