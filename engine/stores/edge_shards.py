@@ -404,13 +404,16 @@ def _clear_unfinished(path: Path) -> None:
     text of entries deleted since (each stopped build a shard's size more on disk). Called
     under the shard's lock, before Edge opens it."""
     temp = path / _TEMP_SEGMENTS
-    if not temp.is_dir():
-        return
-    for item in temp.iterdir():
-        if item.is_dir() and not item.is_symlink():
-            shutil.rmtree(item)
-        else:
-            item.unlink()
+    try:
+        if not temp.is_dir():
+            return
+        for item in temp.iterdir():
+            if item.is_dir() and not item.is_symlink():
+                shutil.rmtree(item)
+            else:
+                item.unlink()
+    except OSError as exc:
+        raise StoreError(f"cannot remove what a stopped graph build left in {temp}: {exc}") from exc
 
 
 def _indexing_threshold(path: Path) -> int:

@@ -342,6 +342,24 @@ def test_a_graph_built_offline_is_searched_and_the_online_path_never_builds_one(
     reopened.close()
 
 
+def test_a_stopped_builds_threshold_is_reset_with_the_shards_own_vector_size(
+    tmp_path: Path,
+) -> None:
+    """A reindex to another embedder reads the old shard first: a build killed in it must not
+    make that shard unreadable."""
+    small = EdgeStore(tmp_path, dim=8, prefix="t_")
+    small.upsert("cy", _entries("cy", 2), np.ones((2, 8), dtype=np.float32))
+    small.close()
+    edge_config = _shard(tmp_path, "cy") / "edge_config.json"
+    left = json.loads(edge_config.read_text())
+    left["optimizers"]["indexing_threshold"] = 100  # what a build killed part way leaves
+    edge_config.write_text(json.dumps(left))
+    store = EdgeStore(tmp_path, dim=DIM, prefix="t_")
+    assert len(store.export_user("cy").entries) == 2
+    assert _optimizer_threshold(tmp_path, "cy") == 0
+    store.close()
+
+
 def test_a_shard_that_cannot_be_built_is_reported_and_the_others_are_built(
     tmp_path: Path, stores: list[EdgeStore]
 ) -> None:
