@@ -393,10 +393,15 @@ def test_a_graph_build_killed_half_way_loses_nothing(tmp_path: Path) -> None:
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     assert child.stdout is not None
     assert child.stdout.readline() == "building\n"
-    time.sleep(1.0)  # into the build (about 5 s for 50,000 entries on two cores)
+    temp = _shard(tmp_path, "ana") / "temp_segments"
+    deadline = time.monotonic() + 120
+    while not (temp.is_dir() and any(temp.iterdir())):  # Edge has begun its copy
+        assert child.poll() is None, "the build ended before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    time.sleep(0.2)  # into the build (about 5 s for 50,000 entries on two cores)
     child.kill()
     child.wait(timeout=60)
-    temp = _shard(tmp_path, "ana") / "temp_segments"
     assert _optimizer_threshold(tmp_path, "ana") == 100  # killed part way
     assert any(temp.iterdir())  # a half-built copy of the shard, deleted entries and all
     reopened = EdgeStore(tmp_path, dim=DIM, prefix="t_")
