@@ -35,7 +35,7 @@ class Expansion(Section):
     tokens`` of its value (``tiermem.pipeline.deliver.length_share``); ``long_share``: with a
     budget, that reference is at most this share of it (``long_reference``): at 300 tokens a
     unit of 280 would take the room of three or four short hits. 0 drops a limit, both 0 the
-    rule. At ``answer()``'s budget (1,200) the reference is 300 tokens.
+    rule. At ``answer()``'s budget (1,200) the reference is 200 tokens.
 
     Every value was chosen leave-one-dataset-out (``tiermem bench locomo --lodo``,
     ``docs/benchmarks.md``); the neighbours of a hit (the turns beside it in its session) and
@@ -50,7 +50,7 @@ class Expansion(Section):
     later_similarity: float = Field(default=0.5, ge=-1, le=1)
     later_max_tokens: int = Field(default=80, ge=0)
     later_retrieved: bool = True
-    long_tokens: int = Field(default=400, ge=0)
+    long_tokens: int = Field(default=200, ge=0)
     long_share: float = Field(default=0.25, ge=0, le=1)
 
     @model_validator(mode="before")
@@ -69,9 +69,9 @@ class Expansion(Section):
         (``None``: ``long_tokens`` alone); 0 when neither applies.
 
         >>> Expansion().long_reference(300), Expansion().long_reference(2400)
-        (75, 400)
+        (75, 200)
         >>> Expansion(long_tokens=0).long_reference(300), Expansion().long_reference(None)
-        (75, 400)
+        (75, 200)
         """
         limits = [self.long_tokens] if self.long_tokens > 0 else []
         if budget_tokens is not None and self.long_share > 0:

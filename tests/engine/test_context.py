@@ -194,7 +194,7 @@ def test_at_a_small_budget_a_unit_past_a_quarter_of_it_goes_after_short_hits() -
 
     assert Expansion().long_reference(300) == 75
     assert Expansion(long_tokens=0).long_reference(300) == 75  # 0 drops one limit
-    assert Expansion().long_reference(None) == 400  # no budget: long_tokens alone
+    assert Expansion().long_reference(None) == 200  # no budget: long_tokens alone
     assert NO_EXPANSION.long_reference(300) == 0  # expand=False: no length rule
     assert {"b:0", "c:0"} <= set(delivered(Expansion(), 300))
     assert "a:1" not in delivered(Expansion(), 300)
